@@ -1,0 +1,67 @@
+# taskgraph: `make demo` and `make test` do all set-up themselves (see README.md).
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+GILPY := .venv-gil/bin/python
+CC    ?= gcc
+CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc
+CSRCS := csrc/deque.c
+CTESTS := deque
+BUILD := build
+
+.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo bench bench-quick clean
+
+setup:
+	@bash tools/setup.sh
+
+test: setup
+	@$(MAKE) --no-print-directory test-c
+	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory test-py
+	@$(MAKE) --no-print-directory test-gil
+
+$(BUILD):
+	@mkdir -p $(BUILD)
+
+# Plain optimised build of the C tests.
+test-c: | $(BUILD)
+	@for t in $(CTESTS); do \
+	  $(CC) -O2 $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c -o $(BUILD)/test_$$t || exit 1; \
+	  echo "== C test $$t (plain -O2)"; timeout 300 ./$(BUILD)/test_$$t || exit 1; \
+	done
+
+sanitize: sanitize-thread sanitize-address
+
+# ThreadSanitizer: any report makes the run fail (exitcode 66); no suppressions.
+sanitize-thread: | $(BUILD)
+	@for t in $(CTESTS); do \
+	  $(CC) -O1 -g -fsanitize=thread $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c -o $(BUILD)/tsan_$$t || exit 1; \
+	  echo "== C test $$t under ThreadSanitizer"; \
+	  TG_SANITIZED=1 TSAN_OPTIONS="halt_on_error=1 exitcode=66" timeout 900 ./$(BUILD)/tsan_$$t || exit 1; \
+	done
+
+# AddressSanitizer + UndefinedBehaviorSanitizer (leak checking included); any report fails.
+sanitize-address: | $(BUILD)
+	@for t in $(CTESTS); do \
+	  $(CC) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c -o $(BUILD)/asan_$$t || exit 1; \
+	  echo "== C test $$t under AddressSanitizer+UBSan"; \
+	  TG_SANITIZED=1 ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" timeout 900 ./$(BUILD)/asan_$$t || exit 1; \
+	done
+
+# Python tests on the free-threaded interpreter (GIL off).
+test-py:
+	@echo "== Python tests, free-threaded ($$($(PY) -c 'import sys; print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled())'))"
+	@$(PY) -m pytest -q -p no:cacheprovider
+
+# The same Python tests on the machine's ordinary GIL build (correctness only).
+test-gil:
+	@if [ -x $(GILPY) ]; then \
+	  echo "== Python tests, GIL build ($$($(GILPY) -V))"; \
+	  $(GILPY) -m pytest -q -p no:cacheprovider -W ignore::taskgraph.GILWarning; \
+	else echo "== no GIL-build CPython on this machine: GIL-build run skipped"; fi
+
+demo: setup
+	@$(PY) benchmarks/deque_binding.py
+
+clean:
+	rm -rf $(BUILD) taskgraph/_cnative*.so taskgraph/*.o

@@ -1,0 +1,39 @@
+/* Chase-Lev work-stealing deque of uint64_t items (task ids).
+ *
+ * One owner thread calls tg_deque_push / tg_deque_pop at the bottom; any thread calls
+ * tg_deque_steal at the top. Orderings follow Le, Pop, Cohen, Zappa Nardelli, "Correct and
+ * Efficient Work-Stealing for Weak Memory Models" (PPoPP'13), with the corrections found
+ * later by model checking; docs/design/deque.md explains each one. */
+#ifndef TG_DEQUE_H
+#define TG_DEQUE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Result of tg_deque_pop / tg_deque_steal: never an overloaded sentinel item. */
+typedef enum {
+    TG_OK = 0,    /* an item was taken and written to *out */
+    TG_EMPTY = 1, /* the deque was empty */
+    TG_RETRY = 2  /* steal only: lost a race with the owner or another thief; try again */
+} tg_status;
+
+typedef struct tg_buffer tg_buffer;
+typedef struct tg_deque tg_deque;
+
+/* A new deque whose ring buffer starts with initial_capacity slots (rounded up to a power of
+ * two, at least 2). Returns NULL when out of memory. */
+tg_deque *tg_deque_new(int64_t initial_capacity);
+/* Frees the deque and every buffer it ever used. No other thread may be using it. */
+void tg_deque_free(tg_deque *d);
+/* Owner only. Returns 0, or -1 when the buffer could not grow (out of memory; item not added). */
+int tg_deque_push(tg_deque *d, uint64_t item);
+/* Owner only: takes the most recently pushed item (LIFO). TG_OK or TG_EMPTY. */
+tg_status tg_deque_pop(tg_deque *d, uint64_t *out);
+/* Any thread: takes the oldest item (FIFO). TG_OK, TG_EMPTY or TG_RETRY. */
+tg_status tg_deque_steal(tg_deque *d, uint64_t *out);
+/* Approximate number of items (exact when no other thread is acting). */
+int64_t tg_deque_size(tg_deque *d);
+/* Current ring-buffer capacity (for tests of growth). */
+int64_t tg_deque_capacity(tg_deque *d);
+
+#endif

@@ -1,0 +1,302 @@
+/* Stress tests of the Chase-Lev deque (csrc/deque.c). Run plain, under ThreadSanitizer and under
+ * AddressSanitizer+UBSan by `make test-c` / `make sanitize`. Every test runs under alarm():
+ * a hang fails the run instead of blocking it.
+ *
+ * Items are encoded as (value + 1) so a zeroed slot can never pass for an item. */
+#include "../deque.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECK(cond, ...)                                                                      \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
+            fprintf(stderr, __VA_ARGS__);                                                     \
+            fprintf(stderr, "\n");                                                            \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static int sanitized(void) { return getenv("TG_SANITIZED") != NULL; }
+
+static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
+    uint64_t x = *s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *s = x;
+    return x * 2685821657736338717ULL;
+}
+
+/* ---------------------------------------------------------------- shared thief machinery */
+typedef struct {
+    tg_deque *d;
+    _Atomic int *stop;    /* owner sets when done pushing and the deque is drained */
+    uint64_t *got;        /* items this thief took, in order */
+    int64_t ngot, capgot;
+    int64_t retries;
+} thief_t;
+
+static void record(uint64_t **buf, int64_t *n, int64_t *cap, uint64_t v) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 1024;
+        *buf = realloc(*buf, (size_t)*cap * sizeof(uint64_t));
+        CHECK(*buf, "out of memory");
+    }
+    (*buf)[(*n)++] = v;
+}
+
+static void *thief_main(void *arg) {
+    thief_t *th = arg;
+    for (;;) {
+        uint64_t v;
+        tg_status s = tg_deque_steal(th->d, &v);
+        if (s == TG_OK) record(&th->got, &th->ngot, &th->capgot, v);
+        else if (s == TG_RETRY) th->retries++;
+        /* Acquire: pairs with the owner's release store of stop after its last pop. */
+        else if (atomic_load_explicit(th->stop, memory_order_acquire)) break;
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- 1. conservation + order */
+/* The owner pushes 1..n in increasing order, popping at random in between; thieves steal.
+ * Checks: every item taken exactly once (no loss, no duplicate), owner pops come out in
+ * decreasing order between pushes... precisely: each pop returns the largest item not yet
+ * taken, so it is larger than every item popped later unless pushed after it; each thief's
+ * steals are strictly increasing; the deque is empty at the end. */
+static void conservation(int64_t n, int nthieves, uint64_t seed) {
+    tg_deque *d = tg_deque_new(2);
+    CHECK(d, "tg_deque_new");
+    _Atomic int stop = 0;
+    thief_t th[4];
+    pthread_t tid[4];
+    memset(th, 0, sizeof th);
+    for (int i = 0; i < nthieves; i++) {
+        th[i].d = d; th[i].stop = &stop;
+        CHECK(pthread_create(&tid[i], NULL, thief_main, &th[i]) == 0, "pthread_create");
+    }
+    uint64_t *popped = NULL; int64_t npop = 0, cappop = 0;
+    uint64_t s = seed;
+    uint64_t next = 1; /* next value to push */
+    uint64_t last_pushed_before_pop = 0;
+    while ((int64_t)next <= n) {
+        int64_t burst = 1 + (int64_t)(rng_next(&s) % 8);
+        for (int64_t k = 0; k < burst && (int64_t)next <= n; k++) {
+            CHECK(tg_deque_push(d, next) == 0, "push failed");
+            next++;
+        }
+        int64_t pops = (int64_t)(rng_next(&s) % 6);
+        for (int64_t k = 0; k < pops; k++) {
+            uint64_t v;
+            if (tg_deque_pop(d, &v) == TG_OK) {
+                /* LIFO: the item popped is the newest one still present, so it can only be
+                 * the one pushed last if nothing newer was pushed since the previous pop. */
+                CHECK(v < next, "popped %llu never pushed", (unsigned long long)v);
+                if (npop > 0 && last_pushed_before_pop == next - 1)
+                    CHECK(v < popped[npop - 1], "owner pops not decreasing: %llu after %llu",
+                          (unsigned long long)v, (unsigned long long)popped[npop - 1]);
+                record(&popped, &npop, &cappop, v);
+                last_pushed_before_pop = next - 1;
+            }
+        }
+    }
+    for (;;) { /* drain */
+        uint64_t v;
+        if (tg_deque_pop(d, &v) != TG_OK) break;
+        record(&popped, &npop, &cappop, v);
+    }
+    /* Release: pairs with the thieves' acquire load of stop. */
+    atomic_store_explicit(&stop, 1, memory_order_release);
+    for (int i = 0; i < nthieves; i++) pthread_join(tid[i], NULL);
+
+    unsigned char *seen = calloc((size_t)n + 1, 1);
+    CHECK(seen, "oom");
+    int64_t total = npop;
+    for (int64_t i = 0; i < npop; i++) {
+        CHECK(popped[i] >= 1 && (int64_t)popped[i] <= n, "bad item %llu", (unsigned long long)popped[i]);
+        CHECK(!seen[popped[i]], "item %llu taken twice (owner)", (unsigned long long)popped[i]);
+        seen[popped[i]] = 1;
+    }
+    for (int i = 0; i < nthieves; i++) {
+        for (int64_t j = 0; j < th[i].ngot; j++) {
+            uint64_t v = th[i].got[j];
+            CHECK(v >= 1 && (int64_t)v <= n, "bad stolen item %llu", (unsigned long long)v);
+            CHECK(!seen[v], "item %llu taken twice (thief %d)", (unsigned long long)v, i);
+            seen[v] = 1;
+            if (j > 0) CHECK(v > th[i].got[j - 1], "thief %d steals not increasing", i);
+        }
+        total += th[i].ngot;
+        free(th[i].got);
+    }
+    CHECK(total == n, "n=%lld thieves=%d: %lld items taken", (long long)n, nthieves, (long long)total);
+    CHECK(tg_deque_size(d) == 0, "deque not empty at the end");
+    uint64_t v;
+    CHECK(tg_deque_pop(d, &v) == TG_EMPTY && tg_deque_steal(d, &v) == TG_EMPTY, "not empty");
+    free(seen); free(popped);
+    tg_deque_free(d);
+}
+
+static void test_conservation_sweep(void) {
+    int64_t limit = sanitized() ? 30000 : 90000;
+    int cases = 0;
+    for (int64_t n = 1; n <= limit; n = n * 3 + 1) { /* 1, 4, 13, 40, ..., 88573 */
+        for (int k = 1; k <= 4; k++) {
+            conservation(n, k, 0x9e3779b97f4a7c15ULL ^ (uint64_t)(n * 31 + k));
+            cases++;
+        }
+    }
+    printf("ok conservation sweep (%d cases, n up to %lld, 1-4 thieves)\n", cases, (long long)limit);
+}
+
+/* ---------------------------------------------------------------- 2. last-element race */
+typedef struct {
+    tg_deque *d;
+    _Atomic int64_t *round;  /* round number published by the owner */
+    _Atomic int64_t *wins;   /* total items won by thieves */
+    _Atomic unsigned char *taken; /* per item: how many threads took it (must end at 1) */
+    int64_t rounds;
+} racer_t;
+
+static void *racer_main(void *arg) {
+    racer_t *r = arg;
+    int64_t seen = 0;
+    while (seen < r->rounds) {
+        /* Acquire: pairs with the owner's release store of round after its push. */
+        int64_t cur = atomic_load_explicit(r->round, memory_order_acquire);
+        if (cur == seen) continue;
+        seen = cur;
+        uint64_t v;
+        tg_status s;
+        while ((s = tg_deque_steal(r->d, &v)) == TG_RETRY) {}
+        if (s == TG_OK) {
+            /* A thief that lost round cur may win a later round's item: never an older one. */
+            CHECK((int64_t)v >= cur && (int64_t)v <= r->rounds, "stole item %llu in round %lld",
+                  (unsigned long long)v, (long long)cur);
+            /* Relaxed: counters read after join. */
+            atomic_fetch_add_explicit(&r->taken[v], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(r->wins, 1, memory_order_relaxed);
+        }
+    }
+    return NULL;
+}
+
+static void test_last_element_race(void) {
+    int64_t rounds = sanitized() ? 100000 : 1000000;
+    for (int nthieves = 1; nthieves <= 3; nthieves++) {
+        tg_deque *d = tg_deque_new(2);
+        _Atomic int64_t round = 0, wins = 0;
+        _Atomic unsigned char *taken = calloc((size_t)rounds + 1, 1);
+        racer_t r = {d, &round, &wins, taken, rounds};
+        pthread_t tid[3];
+        for (int i = 0; i < nthieves; i++) pthread_create(&tid[i], NULL, racer_main, &r);
+        int64_t owner_wins = 0;
+        uint64_t seed = 0x1234567u + (uint64_t)nthieves;
+        for (int64_t k = 1; k <= rounds; k++) {
+            CHECK(tg_deque_push(d, (uint64_t)k) == 0, "push");
+            /* Release: pairs with the racers' acquire load of round. */
+            atomic_store_explicit(&round, k, memory_order_release);
+            /* A short random pause gives the thieves a real chance at the item. */
+            for (volatile int spin = (int)(rng_next(&seed) % 128); spin > 0; spin--) {}
+            uint64_t v;
+            if (tg_deque_pop(d, &v) == TG_OK) {
+                CHECK((int64_t)v == k, "owner popped %llu in round %lld", (unsigned long long)v, (long long)k);
+                atomic_fetch_add_explicit(&taken[v], 1, memory_order_relaxed); /* read after join */
+                owner_wins++;
+            }
+            /* Wait until this round's item is gone (owner or a thief) before the next push,
+             * so that every round races for exactly one item. */
+            while (tg_deque_size(d) != 0) {}
+            /* Relaxed: progress counter; the exact check is after join. */
+            while (owner_wins + atomic_load_explicit(&wins, memory_order_relaxed) < k) {}
+        }
+        for (int i = 0; i < nthieves; i++) pthread_join(tid[i], NULL);
+        int64_t w = atomic_load_explicit(&wins, memory_order_relaxed);
+        CHECK(owner_wins + w == rounds, "%lld winners for %lld items", (long long)(owner_wins + w), (long long)rounds);
+        for (int64_t k = 1; k <= rounds; k++)
+            CHECK(atomic_load_explicit(&taken[k], memory_order_relaxed) == 1, "item %lld taken %d times",
+                  (long long)k, (int)atomic_load_explicit(&taken[k], memory_order_relaxed));
+        free((void *)taken);
+        printf("ok last-element race (%lld rounds, %d thieves: owner won %lld, thieves %lld)\n",
+               (long long)rounds, nthieves, (long long)owner_wins, (long long)w);
+        tg_deque_free(d);
+    }
+}
+
+/* ---------------------------------------------------------------- 3. growth during steals */
+/* The owner pushes big bursts without popping, forcing many doublings while thieves steal
+ * continuously; then checks conservation and that the buffer really grew. */
+static void test_growth_while_stealing(void) {
+    int64_t n = sanitized() ? 200000 : 2000000;
+    tg_deque *d = tg_deque_new(2);
+    _Atomic int stop = 0;
+    thief_t th[3];
+    pthread_t tid[3];
+    memset(th, 0, sizeof th);
+    for (int i = 0; i < 3; i++) {
+        th[i].d = d; th[i].stop = &stop;
+        pthread_create(&tid[i], NULL, thief_main, &th[i]);
+    }
+    for (int64_t k = 1; k <= n; k++) CHECK(tg_deque_push(d, (uint64_t)k) == 0, "push");
+    int64_t cap = tg_deque_capacity(d);
+    uint64_t *popped = NULL; int64_t npop = 0, cappop = 0;
+    uint64_t v;
+    while (tg_deque_pop(d, &v) == TG_OK) record(&popped, &npop, &cappop, v);
+    atomic_store_explicit(&stop, 1, memory_order_release); /* pairs with thieves' acquire */
+    for (int i = 0; i < 3; i++) pthread_join(tid[i], NULL);
+    unsigned char *seen = calloc((size_t)n + 1, 1);
+    int64_t total = npop, stolen = 0;
+    for (int64_t i = 0; i < npop; i++) { CHECK(!seen[popped[i]], "dup"); seen[popped[i]] = 1; }
+    for (int i = 0; i < 3; i++) {
+        for (int64_t j = 0; j < th[i].ngot; j++) {
+            CHECK(!seen[th[i].got[j]], "dup stolen %llu", (unsigned long long)th[i].got[j]);
+            seen[th[i].got[j]] = 1;
+        }
+        total += th[i].ngot; stolen += th[i].ngot;
+        free(th[i].got);
+    }
+    CHECK(total == n, "%lld of %lld items taken", (long long)total, (long long)n);
+    CHECK(cap >= 2, "capacity");
+    printf("ok growth while stealing (%lld items, capacity reached %lld, %lld stolen mid-growth)\n",
+           (long long)n, (long long)cap, (long long)stolen);
+    free(seen); free(popped);
+    tg_deque_free(d);
+}
+
+/* ---------------------------------------------------------------- 4. single-thread basics */
+static void test_sequential(void) {
+    tg_deque *d = tg_deque_new(1);
+    uint64_t v;
+    CHECK(tg_deque_pop(d, &v) == TG_EMPTY, "new deque not empty");
+    CHECK(tg_deque_steal(d, &v) == TG_EMPTY, "new deque not empty (steal)");
+    for (uint64_t i = 1; i <= 100; i++) tg_deque_push(d, i);
+    CHECK(tg_deque_size(d) == 100, "size %lld", (long long)tg_deque_size(d));
+    CHECK(tg_deque_capacity(d) >= 100, "capacity did not grow");
+    CHECK(tg_deque_steal(d, &v) == TG_OK && v == 1, "steal takes the oldest");
+    CHECK(tg_deque_pop(d, &v) == TG_OK && v == 100, "pop takes the newest");
+    for (uint64_t i = 99; i >= 2; i--) CHECK(tg_deque_pop(d, &v) == TG_OK && v == i, "LIFO");
+    CHECK(tg_deque_pop(d, &v) == TG_EMPTY, "empty after draining");
+    tg_deque_free(d);
+    printf("ok sequential semantics\n");
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "FAILED: deque test timed out (hang)\n";
+    write(2, msg, sizeof msg - 1);
+    _exit(2);
+}
+
+int main(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(sanitized() ? 600 : 240);
+    test_sequential();
+    test_conservation_sweep();
+    test_last_element_race();
+    test_growth_while_stealing();
+    printf("deque: 4 passed, 0 failed\n");
+    return 0;
+}
