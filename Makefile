@@ -5,8 +5,8 @@ PY    := $(VENV)/bin/python
 GILPY := .venv-gil/bin/python
 CC    ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc
-CSRCS := csrc/deque.c
-CTESTS := deque
+CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c
+CTESTS := deque pool
 BUILD := build
 
 .PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo bench bench-quick clean

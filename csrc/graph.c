@@ -1,0 +1,127 @@
+/* Task table: states, dependency counts, successor lists. See graph.h and
+ * docs/design/scheduler.md for the protocol. */
+#include "graph.h"
+
+#include <stdlib.h>
+
+struct tg_edge {
+    tg_task *to;
+    tg_edge *next;
+};
+
+/* Marks a successor list that its task has finished: nobody may add edges any more. */
+#define TG_SEALED ((tg_edge *)(uintptr_t)1)
+
+int tg_task_claim(tg_task *t, void *handle, tg_run *run) {
+    int expect = TG_NEW;
+    /* acq_rel CAS: exactly one claimer wins; pairs with other claimers' CAS. */
+    if (!atomic_compare_exchange_strong_explicit(&t->state, &expect, TG_PENDING,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return 0;
+    t->handle = handle;
+    t->run = run;
+    t->worker = -1;
+    /* Relaxed: nothing is published yet; the push that publishes the task (release store of
+     * the deque's bottom, or the injector's lock) orders these stores for the runner. The other
+     * fields (succ, poisoned, waiter, thief) are zero from allocation and must not be reset
+     * here: a thread that lost the claim may already be adding an edge to succ. */
+    atomic_store_explicit(&t->deps, 1, memory_order_relaxed);
+    /* Relaxed: the decrement in tg_task_finish is acq_rel and comes later in modification
+     * order (the task cannot finish before it is published). */
+    atomic_fetch_add_explicit(&run->live, 1, memory_order_relaxed);
+    return 1;
+}
+
+int tg_task_depend(tg_task *succ, tg_task *pred) {
+    /* Relaxed: succ still holds its +1, so deps cannot reach 0 meanwhile; the decrement that
+     * later releases succ is acq_rel. */
+    atomic_fetch_add_explicit(&succ->deps, 1, memory_order_relaxed);
+    tg_edge *e = malloc(sizeof *e);
+    if (!e) {
+        atomic_fetch_sub_explicit(&succ->deps, 1, memory_order_relaxed);
+        return -1;
+    }
+    e->to = succ;
+    /* Acquire: pairs with the acq_rel exchange that seals the list in tg_task_finish, so if we
+     * see TG_SEALED we also see pred's final state. */
+    tg_edge *head = atomic_load_explicit(&pred->succ, memory_order_acquire);
+    for (;;) {
+        if (head == TG_SEALED) {
+            free(e);
+            /* Relaxed: the hold keeps deps above 0 (see above). */
+            atomic_fetch_sub_explicit(&succ->deps, 1, memory_order_relaxed);
+            /* Acquire (via the sealed list above) already ordered this after the final state. */
+            int st = atomic_load_explicit(&pred->state, memory_order_acquire);
+            if (st == TG_DONE) return TG_DEP_DONE;
+            /* Relaxed: published to the runner by the push that follows the hold's release. */
+            atomic_store_explicit(&succ->poisoned, 1, memory_order_relaxed);
+            return TG_DEP_POISON;
+        }
+        e->next = head;
+        /* Release on success: pairs with the acq_rel exchange in tg_task_finish, which then
+         * sees e->to and e->next. Acquire on failure: pairs with the same exchange (or another
+         * adder's release CAS) so a re-read TG_SEALED orders the final state. */
+        if (atomic_compare_exchange_weak_explicit(&pred->succ, &head, e, memory_order_release,
+                                                  memory_order_acquire))
+            return TG_DEP_WAIT;
+    }
+}
+
+int tg_task_release_hold(tg_task *t) {
+    /* acq_rel: pairs with the decrements by finishing predecessors (tg_task_finish); whoever
+     * takes deps to 0 sees every predecessor's writes, including a poisoned flag. */
+    if (atomic_fetch_sub_explicit(&t->deps, 1, memory_order_acq_rel) == 1) {
+        /* Relaxed: only the thread that took deps to 0 writes READY here. */
+        atomic_store_explicit(&t->state, TG_READY, memory_order_relaxed);
+        return 1;
+    }
+    return 0;
+}
+
+int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task *), void *ctx) {
+    tg_run *run = t->run;
+    /* Release: pairs with the acquire loads in tg_task_state and tg_task_depend; a thread that
+     * sees the final state sees the Python result stored before this call. */
+    atomic_store_explicit(&t->state, final, memory_order_release);
+    /* acq_rel exchange: acquire pairs with the release CAS of every tg_task_depend that added
+     * an edge (we see each edge's fields); release pairs with a later adder's acquire load of
+     * TG_SEALED (it sees the final state). */
+    tg_edge *e = atomic_exchange_explicit(&t->succ, TG_SEALED, memory_order_acq_rel);
+    while (e) {
+        tg_edge *next = e->next;
+        tg_task *s = e->to;
+        free(e);
+        if (final != TG_DONE)
+            /* Relaxed: ordered before the releasing decrement below (acq_rel). */
+            atomic_store_explicit(&s->poisoned, 1, memory_order_relaxed);
+        /* acq_rel: pairs with tg_task_release_hold and other predecessors' decrements. */
+        if (atomic_fetch_sub_explicit(&s->deps, 1, memory_order_acq_rel) == 1) {
+            atomic_store_explicit(&s->state, TG_READY, memory_order_relaxed); /* sole writer */
+            ready(ctx, s);
+        }
+        e = next;
+    }
+    /* acq_rel: the thread that takes live to 0 sees every other finish of the run. */
+    return atomic_fetch_sub_explicit(&run->live, 1, memory_order_acq_rel) == 1;
+}
+
+void tg_run_hold(tg_run *r) {
+    /* Relaxed: like the claim's increment, ordered before the matching decrement. */
+    atomic_fetch_add_explicit(&r->live, 1, memory_order_relaxed);
+}
+
+int tg_run_release(tg_run *r) {
+    /* acq_rel: pairs with the decrements in tg_task_finish (see there). */
+    return atomic_fetch_sub_explicit(&r->live, 1, memory_order_acq_rel) == 1;
+}
+
+int tg_task_state(const tg_task *t) {
+    /* Acquire: pairs with the release store of the final state in tg_task_finish. */
+    return atomic_load_explicit(&((tg_task *)t)->state, memory_order_acquire);
+}
+
+const char *tg_state_name(int state) {
+    static const char *names[] = {"new", "pending", "ready", "running", "done", "failed",
+                                  "cancelled"};
+    return state >= 0 && state <= 6 ? names[state] : "invalid";
+}

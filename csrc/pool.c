@@ -1,0 +1,437 @@
+/* Worker pool: deques, injector, find-work, parking, counters. See pool.h and
+ * docs/design/sleep.md (the sleep protocol and why no wake-up is lost). */
+#define _GNU_SOURCE
+#include "pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "deque.h"
+
+/* The idle word packs two counts: workers parked and counted as sleepers (low 32 bits) and
+ * workers searching for work (high 32 bits). One word, so a worker moves from searching to
+ * sleeping in a single atomic step. */
+#define SLEEPER_ONE ((uint64_t)1)
+#define SEARCH_ONE ((uint64_t)1 << 32)
+#define SLEEPERS(v) ((uint32_t)((v) & 0xffffffffu))
+#define SEARCHERS(v) ((uint32_t)((v) >> 32))
+
+/* Values of tg_worker.sleeping. */
+enum { AWAKE = 0, PARKED_IDLE = 1 /* wakeable by new work */, PARKED_JOIN = 2 /* only by its task */ };
+
+#define SEARCH_ROUNDS 48 /* spin/yield rounds of stealing before parking */
+
+typedef struct {
+    _Alignas(64) tg_deque *dq;
+    pthread_mutex_t mu;       /* guards nothing but the wait on cv (see sleep.md) */
+    pthread_cond_t cv;
+    _Atomic int32_t sleeping; /* AWAKE / PARKED_*; a waker CASes it to AWAKE */
+    uint64_t rng;             /* owner only */
+    _Atomic int64_t stats[TG_NSTATS]; /* written by the owner only, read by anyone */
+} tg_worker;
+
+struct tg_pool {
+    int n;
+    tg_worker *w;
+    _Atomic int32_t shutdown;
+    _Atomic int32_t tracing;
+    /* Injector: a FIFO ring guarded by inj_mu (a documented lock: only work submitted from
+     * outside the workers goes through it). inj_count is read without the lock first. */
+    pthread_mutex_t inj_mu;
+    uint64_t *inj_buf;
+    int64_t inj_head, inj_len, inj_cap;
+    _Alignas(64) _Atomic int64_t inj_count;
+    _Alignas(64) _Atomic uint64_t idle;
+    _Atomic uint32_t wake_rr; /* where wake_one starts looking (spreads wake-ups) */
+};
+
+int64_t tg_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void stat_inc(tg_worker *me, int k) {
+    /* Relaxed load + store: single writer (the owner); readers only need a recent value. */
+    atomic_store_explicit(&me->stats[k], atomic_load_explicit(&me->stats[k], memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+tg_pool *tg_pool_new(int nworkers) {
+    if (nworkers < 1 || nworkers > 4096) return NULL;
+    tg_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = nworkers;
+    p->w = aligned_alloc(64, sizeof(tg_worker) * (size_t)nworkers);
+    p->inj_cap = 64;
+    p->inj_buf = malloc(sizeof(uint64_t) * (size_t)p->inj_cap);
+    if (!p->w || !p->inj_buf) goto fail;
+    memset(p->w, 0, sizeof(tg_worker) * (size_t)nworkers);
+    for (int i = 0; i < nworkers; i++) {
+        tg_worker *w = &p->w[i];
+        w->dq = tg_deque_new(64);
+        if (!w->dq) goto fail;
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        atomic_init(&w->sleeping, AWAKE);
+        w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
+        for (int k = 0; k < TG_NSTATS; k++) atomic_init(&w->stats[k], 0);
+    }
+    pthread_mutex_init(&p->inj_mu, NULL);
+    atomic_init(&p->inj_count, 0);
+    atomic_init(&p->idle, 0);
+    atomic_init(&p->shutdown, 0);
+    atomic_init(&p->tracing, 0);
+    atomic_init(&p->wake_rr, 0);
+    return p;
+fail:
+    if (p->w)
+        for (int i = 0; i < nworkers; i++) tg_deque_free(p->w[i].dq);
+    free(p->w);
+    free(p->inj_buf);
+    free(p);
+    return NULL;
+}
+
+void tg_pool_free(tg_pool *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) {
+        tg_deque_free(p->w[i].dq);
+        pthread_mutex_destroy(&p->w[i].mu);
+        pthread_cond_destroy(&p->w[i].cv);
+    }
+    pthread_mutex_destroy(&p->inj_mu);
+    free(p->inj_buf);
+    free(p->w);
+    free(p);
+}
+
+void tg_pool_set_tracing(tg_pool *p, int on) {
+    /* Relaxed: a mode switch made between runs; the run's publication orders it. */
+    atomic_store_explicit(&p->tracing, on, memory_order_relaxed);
+}
+
+void tg_run_cancel(tg_run *r) {
+    /* Relaxed: a flag read at hand-out time; being seen a little late only lets a task that
+     * was about to start, start. */
+    atomic_store_explicit(&r->cancelled, 1, memory_order_relaxed);
+}
+
+void tg_pool_stats(tg_pool *p, int w, int64_t *out) {
+    for (int k = 0; k < TG_NSTATS; k++)
+        out[k] = atomic_load_explicit(&p->w[w].stats[k], memory_order_relaxed); /* see stat_inc */
+}
+
+/* ------------------------------------------------------------------------- waking */
+
+/* Wakes worker i if it is parked (in mode `mode`, or any mode when mode < 0). */
+static int wake_worker(tg_pool *p, int i, int mode) {
+    tg_worker *w = &p->w[i];
+    int cur = atomic_load_explicit(&w->sleeping, memory_order_seq_cst);
+    if (cur == AWAKE || (mode >= 0 && cur != mode)) return 0;
+    /* seq_cst CAS: pairs with the sleeper's seq_cst store of `sleeping` in park(); exactly one
+     * waker moves it to AWAKE. The sleeper re-checks `sleeping` under mu, and we signal under
+     * mu, so the signal cannot fall between its check and its wait. */
+    if (!atomic_compare_exchange_strong_explicit(&w->sleeping, &cur, AWAKE, memory_order_seq_cst,
+                                                 memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return 1;
+}
+
+static void wake_one(tg_pool *p) {
+    /* Relaxed: only spreads wake-ups over the workers. */
+    uint32_t start = atomic_fetch_add_explicit(&p->wake_rr, 1, memory_order_relaxed);
+    for (int k = 0; k < p->n; k++)
+        if (wake_worker(p, (int)((start + (uint32_t)k) % (uint32_t)p->n), PARKED_IDLE)) return;
+}
+
+/* Called after making work visible (a push or an injection). */
+static void notify_new_work(tg_pool *p) {
+    /* seq_cst fence: pairs with the seq_cst fence in park() after the sleeper registers in
+     * `idle`. Either we see the sleeper's registration here, or its re-check sees our push
+     * (store-buffering with a fence on both sides; docs/design/sleep.md, rule 1). */
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t v = atomic_load_explicit(&p->idle, memory_order_relaxed);
+    /* Nobody to wake, or a searching worker will find the work (or re-check before parking). */
+    if (SLEEPERS(v) > 0 && SEARCHERS(v) == 0) wake_one(p);
+}
+
+void tg_pool_shutdown(tg_pool *p) {
+    /* seq_cst: pairs with the seq_cst fence in park() (the sleeper's re-check sees it), and
+     * the loads of shutdown in the find loop. */
+    atomic_store_explicit(&p->shutdown, 1, memory_order_seq_cst);
+    for (int i = 0; i < p->n; i++) {
+        tg_worker *w = &p->w[i];
+        /* seq_cst: pairs with the sleeper's load of `sleeping` under mu. */
+        atomic_store_explicit(&w->sleeping, AWAKE, memory_order_seq_cst);
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+/* ------------------------------------------------------------------------- queues */
+
+static int inject(tg_pool *p, tg_task *t) {
+    pthread_mutex_lock(&p->inj_mu);
+    if (p->inj_len == p->inj_cap) {
+        uint64_t *nb = malloc(sizeof(uint64_t) * (size_t)p->inj_cap * 2);
+        if (!nb) { pthread_mutex_unlock(&p->inj_mu); return -1; }
+        for (int64_t i = 0; i < p->inj_len; i++) nb[i] = p->inj_buf[(p->inj_head + i) % p->inj_cap];
+        free(p->inj_buf);
+        p->inj_buf = nb;
+        p->inj_head = 0;
+        p->inj_cap *= 2;
+    }
+    p->inj_buf[(p->inj_head + p->inj_len) % p->inj_cap] = (uint64_t)(uintptr_t)t;
+    p->inj_len++;
+    /* seq_cst: the "push" of the sleep protocol for the injector; read by work_visible(). */
+    atomic_fetch_add_explicit(&p->inj_count, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&p->inj_mu);
+    return 0;
+}
+
+static int take_injected(tg_pool *p, uint64_t *out) {
+    /* Acquire: pairs with the increment in inject(); a cheap check before taking the lock. */
+    if (atomic_load_explicit(&p->inj_count, memory_order_acquire) == 0) return 0;
+    int got = 0;
+    pthread_mutex_lock(&p->inj_mu);
+    if (p->inj_len > 0) {
+        *out = p->inj_buf[p->inj_head];
+        p->inj_head = (p->inj_head + 1) % p->inj_cap;
+        p->inj_len--;
+        atomic_fetch_sub_explicit(&p->inj_count, 1, memory_order_relaxed); /* under inj_mu */
+        got = 1;
+    }
+    pthread_mutex_unlock(&p->inj_mu);
+    return got;
+}
+
+/* Pushes a ready task: onto worker w's own deque (w >= 0) or the injector (w < 0). */
+static int push_ready(tg_pool *p, int w, tg_task *t) {
+    if (w >= 0) {
+        if (tg_deque_push(p->w[w].dq, (uint64_t)(uintptr_t)t) != 0) return -1;
+        stat_inc(&p->w[w], TG_STAT_SPAWNED);
+        return 0;
+    }
+    return inject(p, t);
+}
+
+int64_t tg_pool_queued(tg_pool *p) {
+    int64_t n = atomic_load_explicit(&p->inj_count, memory_order_relaxed); /* estimate */
+    for (int i = 0; i < p->n; i++) n += tg_deque_size(p->w[i].dq);
+    return n;
+}
+
+/* Is there work that worker w could take (another deque, or the injector)? */
+static int work_visible(tg_pool *p, int w) {
+    /* Relaxed loads: ordered after the registration in `idle` by park()'s seq_cst fence. */
+    if (atomic_load_explicit(&p->inj_count, memory_order_relaxed) > 0) return 1;
+    for (int i = 0; i < p->n; i++)
+        if (i != w && tg_deque_size(p->w[i].dq) > 0) return 1;
+    return 0;
+}
+
+int tg_spawn(tg_pool *p, int w, tg_task *t, void *handle, tg_run *run) {
+    if (!tg_task_claim(t, handle, run)) return 0;
+    tg_task_release_hold(t); /* no dependencies: always ready */
+    if (push_ready(p, w, t) != 0) return -1;
+    notify_new_work(p);
+    return 1;
+}
+
+int tg_submit(tg_pool *p, int w, tg_task *t) {
+    if (!tg_task_release_hold(t)) return 0;
+    if (push_ready(p, w, t) != 0) return -1;
+    notify_new_work(p);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------- finding work */
+
+typedef struct {
+    tg_pool *p;
+    int w;
+    int pushed;
+} ready_ctx;
+
+static void on_ready(void *vctx, tg_task *s) {
+    ready_ctx *c = vctx;
+    /* A released successor goes onto the finishing worker's own deque. Out of memory here
+     * cannot be reported to anyone: fail loudly. */
+    if (push_ready(c->p, c->w, s) != 0) abort();
+    c->pushed = 1;
+}
+
+static int finish(tg_pool *p, int w, tg_task *t, int final) {
+    /* Relaxed: t_end is published with the final state's release store. */
+    if (atomic_load_explicit(&p->tracing, memory_order_relaxed)) t->t_end = tg_now_ns();
+    ready_ctx c = {p, w, 0};
+    int ended = tg_task_finish(t, (tg_state)final, on_ready, &c);
+    if (c.pushed) notify_new_work(p);
+    /* seq_cst fence: pairs with the seq_cst fence in park() after a joiner stored `waiter`.
+     * Either we see the joiner's registration, or its re-check sees the final state
+     * (docs/design/sleep.md, rule 2). */
+    atomic_thread_fence(memory_order_seq_cst);
+    int wt = atomic_load_explicit(&t->waiter, memory_order_relaxed);
+    if (wt) wake_worker(p, wt - 1, -1);
+    return ended;
+}
+
+static int hand_out(tg_pool *p, int w, tg_task *t, void **out) {
+    tg_worker *me = &p->w[w];
+    t->worker = w;
+    /* Relaxed: poisoned was published by the push (release) that made the task visible;
+     * cancelled may be seen late (see tg_run_cancel). */
+    t->skip = atomic_load_explicit(&t->poisoned, memory_order_relaxed) ||
+              atomic_load_explicit(&t->run->cancelled, memory_order_relaxed);
+    if (atomic_load_explicit(&p->tracing, memory_order_relaxed)) t->t_start = tg_now_ns();
+    /* Relaxed: informational; the final state is what other threads synchronise on. */
+    atomic_store_explicit(&t->state, TG_RUNNING, memory_order_relaxed);
+    stat_inc(me, TG_STAT_RUN);
+    *out = t->handle;
+    return TG_NEXT_TASK;
+}
+
+static inline int finished(tg_task *t) { return tg_task_state(t) >= TG_DONE; }
+
+/* One pass over the other workers' deques, starting at `first` (or at random). */
+static int steal_pass(tg_pool *p, int w, int first, uint64_t *out) {
+    tg_worker *me = &p->w[w];
+    int n = p->n;
+    if (n == 1) return 0;
+    int start = first;
+    if (start < 0 || start == w) {
+        uint64_t x = me->rng; /* xorshift64 */
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        me->rng = x;
+        start = (int)(x % (uint64_t)n);
+    }
+    for (int k = 0; k < n; k++) {
+        int v = (start + k) % n;
+        if (v == w) continue;
+        for (int tries = 0; tries < 4; tries++) { /* retry a lost race a few times */
+            stat_inc(me, TG_STAT_STEAL_ATTEMPTS);
+            tg_status s = tg_deque_steal(p->w[v].dq, out);
+            if (s == TG_OK) {
+                stat_inc(me, TG_STAT_STOLEN);
+                /* Relaxed: a hint for joiners (leapfrogging), not a synchronisation point. */
+                atomic_store_explicit(&((tg_task *)(uintptr_t)*out)->thief, w + 1, memory_order_relaxed);
+                return 1;
+            }
+            if (s == TG_EMPTY) break;
+        }
+    }
+    return 0;
+}
+
+/* Leaving the searching state because we found something to do. If we were the last
+ * searcher and workers sleep, wake one so that someone keeps looking (docs/design/sleep.md,
+ * rule 3). */
+static void stop_searching(tg_pool *p) {
+    /* seq_cst RMW on the idle word: pairs with notify_new_work's fence and park()'s RMW. */
+    uint64_t old = atomic_fetch_sub_explicit(&p->idle, SEARCH_ONE, memory_order_seq_cst);
+    if (SEARCHERS(old) == 1 && SLEEPERS(old) > 0) wake_one(p);
+}
+
+/* Parks worker w until woken: by new work (counted = 1) or by `awaited` finishing. The caller
+ * is counted as searching when counted = 1. */
+static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
+    tg_worker *me = &p->w[w];
+    /* seq_cst: pairs with the CAS in wake_worker. */
+    atomic_store_explicit(&me->sleeping, counted ? PARKED_IDLE : PARKED_JOIN, memory_order_seq_cst);
+    if (awaited) /* seq_cst: pairs with finish()'s load of waiter (after its fence). */
+        atomic_store_explicit(&awaited->waiter, w + 1, memory_order_seq_cst);
+    if (counted) /* seq_cst RMW: searching -> sleeping in one step; read by notify_new_work. */
+        atomic_fetch_add_explicit(&p->idle, SLEEPER_ONE - SEARCH_ONE, memory_order_seq_cst);
+    /* seq_cst fence: pairs with the fences in notify_new_work and finish(); see rules 1-2. */
+    atomic_thread_fence(memory_order_seq_cst);
+    int abort_sleep = atomic_load_explicit(&p->shutdown, memory_order_relaxed) ||
+                      (awaited && finished(awaited)) || (counted && work_visible(p, w));
+    if (!abort_sleep) {
+        pthread_mutex_lock(&me->mu);
+        /* seq_cst load under mu: pairs with the waker's CAS (made before it takes mu). */
+        while (atomic_load_explicit(&me->sleeping, memory_order_seq_cst) != AWAKE)
+            pthread_cond_wait(&me->cv, &me->mu);
+        pthread_mutex_unlock(&me->mu);
+        stat_inc(me, TG_STAT_PARKS);
+    } else {
+        atomic_store_explicit(&me->sleeping, AWAKE, memory_order_seq_cst); /* see wake_worker */
+    }
+    if (awaited) atomic_store_explicit(&awaited->waiter, 0, memory_order_relaxed); /* hint only */
+    if (counted) /* seq_cst RMW: no longer a sleeper (we search again from the caller). */
+        atomic_fetch_sub_explicit(&p->idle, SLEEPER_ONE, memory_order_seq_cst);
+}
+
+/* Search the injector and other deques for a while. Returns 1 with *out (no longer counted
+ * as searching), 2 if `awaited` finished or the pool shuts down (not searching), or 0 if
+ * nothing was found (still counted as searching: the caller parks). */
+static int search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) {
+    /* seq_cst RMW: announces a searcher (see notify_new_work). */
+    atomic_fetch_add_explicit(&p->idle, SEARCH_ONE, memory_order_seq_cst);
+    for (int round = 0; round < SEARCH_ROUNDS; round++) {
+        if ((awaited && finished(awaited)) || atomic_load_explicit(&p->shutdown, memory_order_relaxed)) {
+            stop_searching(p);
+            return 2;
+        }
+        if (take_injected(p, out)) {
+            stat_inc(&p->w[w], TG_STAT_INJECTED);
+            stop_searching(p);
+            return 1;
+        }
+        /* Relaxed: the thief hint (see steal_pass). */
+        int first = awaited ? atomic_load_explicit(&awaited->thief, memory_order_relaxed) - 1 : -1;
+        if (steal_pass(p, w, first, out)) {
+            stop_searching(p);
+            return 1;
+        }
+        if (round < 16)
+            for (int i = 0; i < (4 << (round / 4)); i++) cpu_relax();
+        else
+            sched_yield();
+    }
+    return 0;
+}
+
+static int find(tg_pool *p, int w, tg_task *awaited, int steal, void **out) {
+    tg_worker *me = &p->w[w];
+    uint64_t id;
+    for (;;) {
+        if (awaited && finished(awaited)) return TG_NEXT_JOINED;
+        if (tg_deque_pop(me->dq, &id) == TG_OK) return hand_out(p, w, (tg_task *)(uintptr_t)id, out);
+        /* seq_cst: pairs with the store in tg_pool_shutdown. */
+        if (atomic_load_explicit(&p->shutdown, memory_order_seq_cst)) return TG_NEXT_SHUTDOWN;
+        if (!steal) {
+            park(p, w, awaited, 0);
+            continue;
+        }
+        int r = search(p, w, awaited, &id);
+        if (r == 1) return hand_out(p, w, (tg_task *)(uintptr_t)id, out);
+        if (r == 2) continue; /* re-evaluated at the top of the loop */
+        park(p, w, awaited, 1);
+    }
+}
+
+int tg_next(tg_pool *p, int w, tg_task *done, int final, void **out) {
+    if (done && finish(p, w, done, final)) return TG_NEXT_ENDED;
+    return find(p, w, NULL, 1, out);
+}
+
+int tg_join(tg_pool *p, int w, tg_task *awaited, tg_task *done, int final, int steal, void **out) {
+    if (done && finish(p, w, done, final)) return TG_NEXT_ENDED;
+    return find(p, w, awaited, steal, out);
+}
