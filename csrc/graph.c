@@ -105,6 +105,11 @@ int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task 
     return atomic_fetch_sub_explicit(&run->live, 1, memory_order_acq_rel) == 1;
 }
 
+void tg_task_cancel(tg_task *t) {
+    /* Relaxed: read at hand-out time (see tg_run_cancel in pool.c for why late is fine). */
+    atomic_store_explicit(&t->poisoned, 1, memory_order_relaxed);
+}
+
 void tg_run_hold(tg_run *r) {
     /* Relaxed: like the claim's increment, ordered before the matching decrement. */
     atomic_fetch_add_explicit(&r->live, 1, memory_order_relaxed);

@@ -41,11 +41,10 @@ typedef struct tg_task {
     int32_t worker;           /* index of the worker that ran it (-1 before) */
     int32_t skip;             /* set when handed out: 1 = do not run (poisoned or run cancelled);
                                * written and read by the worker it is handed to only */
-    int32_t pad;
+    int32_t stolen;           /* set when handed out: 1 = taken from another worker's deque */
     _Atomic(tg_edge *) succ;  /* successors; TG_SEALED once finished */
     tg_run *run;              /* set by tg_task_claim */
     void *handle;             /* the Python Node (a cffi handle), set by tg_task_claim */
-    int64_t t_start, t_end;   /* CLOCK_MONOTONIC ns, written by the running worker */
 } tg_task;
 
 /* Results of tg_task_depend. */
@@ -66,6 +65,9 @@ int tg_task_release_hold(tg_task *t);
 /* Marks a finished task and releases its successors. Each successor that becomes ready is
  * passed to ready(ctx, succ). Returns 1 if the finish ended the task's run (live reached 0). */
 int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task *), void *ctx);
+/* Asks that a claimed task not run: if it has not been handed out yet, it will be with skip=1
+ * (its dependents are then cancelled too). No effect on a task already running or finished. */
+void tg_task_cancel(tg_task *t);
 /* The state, read with acquire (pairs with the release store in tg_task_finish). */
 int tg_task_state(const tg_task *t);
 /* A submitter holds its run open while it adds tasks, so that the run cannot end (live reach 0)

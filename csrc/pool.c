@@ -37,7 +37,6 @@ struct tg_pool {
     int n;
     tg_worker *w;
     _Atomic int32_t shutdown;
-    _Atomic int32_t tracing;
     /* Injector: a FIFO ring guarded by inj_mu (a documented lock: only work submitted from
      * outside the workers goes through it). inj_count is read without the lock first. */
     pthread_mutex_t inj_mu;
@@ -92,7 +91,6 @@ tg_pool *tg_pool_new(int nworkers) {
     atomic_init(&p->inj_count, 0);
     atomic_init(&p->idle, 0);
     atomic_init(&p->shutdown, 0);
-    atomic_init(&p->tracing, 0);
     atomic_init(&p->wake_rr, 0);
     return p;
 fail:
@@ -115,11 +113,6 @@ void tg_pool_free(tg_pool *p) {
     free(p->inj_buf);
     free(p->w);
     free(p);
-}
-
-void tg_pool_set_tracing(tg_pool *p, int on) {
-    /* Relaxed: a mode switch made between runs; the run's publication orders it. */
-    atomic_store_explicit(&p->tracing, on, memory_order_relaxed);
 }
 
 void tg_run_cancel(tg_run *r) {
@@ -223,11 +216,7 @@ static int take_injected(tg_pool *p, uint64_t *out) {
 
 /* Pushes a ready task: onto worker w's own deque (w >= 0) or the injector (w < 0). */
 static int push_ready(tg_pool *p, int w, tg_task *t) {
-    if (w >= 0) {
-        if (tg_deque_push(p->w[w].dq, (uint64_t)(uintptr_t)t) != 0) return -1;
-        stat_inc(&p->w[w], TG_STAT_SPAWNED);
-        return 0;
-    }
+    if (w >= 0) return tg_deque_push(p->w[w].dq, (uint64_t)(uintptr_t)t);
     return inject(p, t);
 }
 
@@ -248,6 +237,7 @@ static int work_visible(tg_pool *p, int w) {
 
 int tg_spawn(tg_pool *p, int w, tg_task *t, void *handle, tg_run *run) {
     if (!tg_task_claim(t, handle, run)) return 0;
+    if (w >= 0) stat_inc(&p->w[w], TG_STAT_SPAWNED);
     tg_task_release_hold(t); /* no dependencies: always ready */
     if (push_ready(p, w, t) != 0) return -1;
     notify_new_work(p);
@@ -255,6 +245,7 @@ int tg_spawn(tg_pool *p, int w, tg_task *t, void *handle, tg_run *run) {
 }
 
 int tg_submit(tg_pool *p, int w, tg_task *t) {
+    if (w >= 0) stat_inc(&p->w[w], TG_STAT_SPAWNED);
     if (!tg_task_release_hold(t)) return 0;
     if (push_ready(p, w, t) != 0) return -1;
     notify_new_work(p);
@@ -278,8 +269,6 @@ static void on_ready(void *vctx, tg_task *s) {
 }
 
 static int finish(tg_pool *p, int w, tg_task *t, int final) {
-    /* Relaxed: t_end is published with the final state's release store. */
-    if (atomic_load_explicit(&p->tracing, memory_order_relaxed)) t->t_end = tg_now_ns();
     ready_ctx c = {p, w, 0};
     int ended = tg_task_finish(t, (tg_state)final, on_ready, &c);
     if (c.pushed) notify_new_work(p);
@@ -292,14 +281,14 @@ static int finish(tg_pool *p, int w, tg_task *t, int final) {
     return ended;
 }
 
-static int hand_out(tg_pool *p, int w, tg_task *t, void **out) {
+static int hand_out(tg_pool *p, int w, tg_task *t, int stolen, void **out) {
     tg_worker *me = &p->w[w];
     t->worker = w;
+    t->stolen = stolen;
     /* Relaxed: poisoned was published by the push (release) that made the task visible;
      * cancelled may be seen late (see tg_run_cancel). */
     t->skip = atomic_load_explicit(&t->poisoned, memory_order_relaxed) ||
               atomic_load_explicit(&t->run->cancelled, memory_order_relaxed);
-    if (atomic_load_explicit(&p->tracing, memory_order_relaxed)) t->t_start = tg_now_ns();
     /* Relaxed: informational; the final state is what other threads synchronise on. */
     atomic_store_explicit(&t->state, TG_RUNNING, memory_order_relaxed);
     stat_inc(me, TG_STAT_RUN);
@@ -377,9 +366,10 @@ static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
         atomic_fetch_sub_explicit(&p->idle, SLEEPER_ONE, memory_order_seq_cst);
 }
 
-/* Search the injector and other deques for a while. Returns 1 with *out (no longer counted
- * as searching), 2 if `awaited` finished or the pool shuts down (not searching), or 0 if
- * nothing was found (still counted as searching: the caller parks). */
+/* Search the injector and other deques for a while. Returns 1 with *out taken from the
+ * injector or 3 with *out stolen (no longer counted as searching either way), 2 if `awaited`
+ * finished or the pool shuts down (not searching), or 0 if nothing was found (still counted
+ * as searching: the caller parks). */
 static int search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) {
     /* seq_cst RMW: announces a searcher (see notify_new_work). */
     atomic_fetch_add_explicit(&p->idle, SEARCH_ONE, memory_order_seq_cst);
@@ -397,7 +387,7 @@ static int search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) {
         int first = awaited ? atomic_load_explicit(&awaited->thief, memory_order_relaxed) - 1 : -1;
         if (steal_pass(p, w, first, out)) {
             stop_searching(p);
-            return 1;
+            return 3;
         }
         if (round < 16)
             for (int i = 0; i < (4 << (round / 4)); i++) cpu_relax();
@@ -412,7 +402,7 @@ static int find(tg_pool *p, int w, tg_task *awaited, int steal, void **out) {
     uint64_t id;
     for (;;) {
         if (awaited && finished(awaited)) return TG_NEXT_JOINED;
-        if (tg_deque_pop(me->dq, &id) == TG_OK) return hand_out(p, w, (tg_task *)(uintptr_t)id, out);
+        if (tg_deque_pop(me->dq, &id) == TG_OK) return hand_out(p, w, (tg_task *)(uintptr_t)id, 0, out);
         /* seq_cst: pairs with the store in tg_pool_shutdown. */
         if (atomic_load_explicit(&p->shutdown, memory_order_seq_cst)) return TG_NEXT_SHUTDOWN;
         if (!steal) {
@@ -420,7 +410,7 @@ static int find(tg_pool *p, int w, tg_task *awaited, int steal, void **out) {
             continue;
         }
         int r = search(p, w, awaited, &id);
-        if (r == 1) return hand_out(p, w, (tg_task *)(uintptr_t)id, out);
+        if (r == 1 || r == 3) return hand_out(p, w, (tg_task *)(uintptr_t)id, r == 3, out);
         if (r == 2) continue; /* re-evaluated at the top of the loop */
         park(p, w, awaited, 1);
     }
@@ -434,4 +424,22 @@ int tg_next(tg_pool *p, int w, tg_task *done, int final, void **out) {
 int tg_join(tg_pool *p, int w, tg_task *awaited, tg_task *done, int final, int steal, void **out) {
     if (done && finish(p, w, done, final)) return TG_NEXT_ENDED;
     return find(p, w, awaited, steal, out);
+}
+
+int tg_pool_drain(tg_pool *p, tg_task *done, int final, void **out) {
+    if (done && finish(p, 0, done, final)) return TG_NEXT_ENDED;
+    uint64_t id;
+    for (int i = 0; i < p->n; i++) {
+        if (tg_deque_pop(p->w[i].dq, &id) == TG_OK) { /* single-threaded: pop any deque */
+            hand_out(p, i, (tg_task *)(uintptr_t)id, 0, out);
+            ((tg_task *)(uintptr_t)id)->skip = 1;
+            return TG_NEXT_TASK;
+        }
+    }
+    if (take_injected(p, &id)) {
+        hand_out(p, 0, (tg_task *)(uintptr_t)id, 0, out);
+        ((tg_task *)(uintptr_t)id)->skip = 1;
+        return TG_NEXT_TASK;
+    }
+    return TG_NEXT_SHUTDOWN;
 }

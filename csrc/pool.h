@@ -24,7 +24,7 @@ enum {
 /* Per-worker counters, indices into the array filled by tg_pool_stats. */
 enum {
     TG_STAT_RUN = 0,        /* tasks handed to this worker (run or skipped) */
-    TG_STAT_SPAWNED,        /* tasks this worker pushed onto its deque */
+    TG_STAT_SPAWNED,        /* tasks created from inside this worker's tasks (tg_spawn/tg_submit) */
     TG_STAT_STOLEN,         /* tasks this worker stole from another worker */
     TG_STAT_STEAL_ATTEMPTS, /* steal calls (ok, empty or retry) */
     TG_STAT_INJECTED,       /* tasks this worker took from the injector */
@@ -39,8 +39,6 @@ void tg_pool_free(tg_pool *p);
 /* Makes every tg_next/tg_join return TG_NEXT_SHUTDOWN (after finishing the task passed in) and
  * wakes every parked worker. Idempotent. */
 void tg_pool_shutdown(tg_pool *p);
-/* Turns recording of t_start/t_end on (1) or off (0). */
-void tg_pool_set_tracing(tg_pool *p, int on);
 
 /* Claims a NEW task for run, with no dependencies, and makes it ready: pushed onto worker w's
  * deque (w >= 0, only from that worker's thread) or onto the injector (w < 0, any thread).
@@ -57,6 +55,11 @@ int tg_next(tg_pool *p, int w, tg_task *done, int final, void **out);
  * steal) the worker that stole `awaited`, other workers and the injector; parks if there is
  * none until `awaited` finishes or work appears. */
 int tg_join(tg_pool *p, int w, tg_task *awaited, tg_task *done, int final, int steal, void **out);
+/* After shutdown, once every worker has returned for good: finishes `done` (if not NULL; its
+ * released successors go onto worker 0's deque) and takes any task left in a deque or the
+ * injector (TG_NEXT_TASK, handed out with skip=1), or returns TG_NEXT_ENDED when finishing
+ * `done` ended its run, or TG_NEXT_SHUTDOWN when nothing is left. Single-threaded. */
+int tg_pool_drain(tg_pool *p, tg_task *done, int final, void **out);
 /* Sets the run's cancelled flag: its tasks that have not started are handed out with skip=1. */
 void tg_run_cancel(tg_run *r);
 /* Copies worker w's counters into out[0..TG_NSTATS-1]. Any thread. */

@@ -1,5 +1,27 @@
-"""taskgraph: task graphs and fork-join on a work-stealing scheduler for free-threaded Python."""
-from taskgraph._native import GILWarning, gil_enabled
+"""taskgraph: task graphs and fork-join on a work-stealing scheduler for free-threaded Python.
 
-__all__ = ["GILWarning", "gil_enabled"]
+    import taskgraph as tg
+
+    @tg.task
+    def add(a, b):
+        return a + b
+
+    x = add(1, 2)           # a lazy Node: nothing runs yet
+    tg.compute(add(x, 10))  # -> 13, on the default scheduler
+
+Calling a task inside a running task spawns it at once onto the worker's deque (fork-join);
+``node.result()`` joins it. See README.md and docs/api.md.
+"""
+from taskgraph._native import GILWarning, gil_enabled
+from taskgraph.errors import CancelledError, SchedulerClosedError, TaskgraphError
+from taskgraph.node import Node
+from taskgraph.scheduler import (Scheduler, compute, default_scheduler, gather, serial,
+                                 usable_cpus)
+from taskgraph.task import Task, task
+
+__all__ = [
+    "task", "Task", "Node", "compute", "gather", "serial", "Scheduler", "default_scheduler",
+    "usable_cpus", "CancelledError", "SchedulerClosedError", "TaskgraphError", "GILWarning",
+    "gil_enabled",
+]
 __version__ = "0.1.0"

@@ -55,6 +55,37 @@ def _warm_up() -> None:
     lib.tg_deque_free(d)
     h = ffi.new_handle(_warm_up)
     ffi.from_handle(h)
+    # The scheduler's functions and types, once each, on a one-worker pool.
+    p = lib.tg_pool_new(1)
+    run = ffi.new("tg_run *")
+    ta, tb = ffi.new("tg_task *"), ffi.new("tg_task *")
+    ha, hb = ffi.new_handle("a"), ffi.new_handle("b")
+    tasks = {"a": ta, "b": tb}
+    o = ffi.new("void **")
+    stats = ffi.new("int64_t[]", lib.TG_NSTATS)
+    lib.tg_run_hold(run)
+    lib.tg_task_claim(ta, ha, run)
+    lib.tg_task_claim(tb, hb, run)
+    lib.tg_task_depend(tb, ta)
+    lib.tg_submit(p, -1, ta)
+    lib.tg_submit(p, -1, tb)
+    lib.tg_task_cancel(tb)
+    lib.tg_task_state(ta)
+    lib.tg_pool_queued(p)
+    lib.tg_pool_stats(p, 0, stats)
+    lib.tg_pool_shutdown(p)
+    r = lib.tg_pool_drain(p, ffi.NULL, 0, o)
+    while r != lib.TG_NEXT_SHUTDOWN:
+        done = tasks[ffi.from_handle(o[0])] if r == lib.TG_NEXT_TASK else ffi.NULL
+        (done.worker, done.skip, done.stolen) if done != ffi.NULL else None
+        r = lib.tg_pool_drain(p, done, lib.TG_CANCELLED, o)
+    lib.tg_run_cancel(run)
+    lib.tg_run_release(run)
+    lib.tg_state_name(0)
+    lib.tg_now_ns()
+    lib.tg_pool_free(p)
+    # tg_spawn / tg_next / tg_join are touched by the same declarations above (cffi builds
+    # each function's wrapper on first getattr, done for all names at the top).
 
 
 def _check_gil() -> None:

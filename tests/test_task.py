@@ -1,0 +1,174 @@
+"""The @task decorator and what calling a task does, outside a worker and in serial mode."""
+import functools
+
+import pytest
+
+import taskgraph as tg
+
+
+@tg.task
+def add(a, b):
+    return a + b
+
+
+@tg.task
+def total(items, scale=1):
+    return scale * sum(items)
+
+
+def test_calling_outside_a_worker_builds_a_lazy_node():
+    calls = []
+
+    @tg.task
+    def f(x):
+        calls.append(x)
+        return x
+
+    n = f(1)
+    assert isinstance(n, tg.Node)
+    assert n.state == "new" and not n.done()
+    assert calls == []  # nothing ran
+    assert n.result() == 1 and calls == [1]
+    assert n.state == "done" and n.done()
+
+
+def test_issue_example_values():
+    x = add(1, 2)
+    y = add(x, 10)
+    z = total([x, y, 3], scale=x)
+    assert tg.compute(y) == 13
+    assert tg.compute(x, y) == (3, 13)
+    assert z.compute() == 57
+
+
+def test_decorator_options_and_fn():
+    @tg.task(name="fib")
+    def f(n):
+        return n
+
+    assert isinstance(f, tg.Task)
+    assert f.name == "fib" and f(3).name == "fib"
+    assert f.fn(5) == 5 and not isinstance(f.fn, tg.Task)
+    assert f.__name__ == "f"  # functools.wraps
+
+
+def test_lambdas_closures_methods_partials():
+    k = 7
+    clo = tg.task(lambda x: x + k)
+    assert clo(1).result() == 8
+    assert clo(1).name == "lambda"
+
+    class Acc:
+        def __init__(self, base):
+            self.base = base
+
+        @tg.task
+        def plus(self, x):
+            return self.base + x
+
+    a = Acc(10)
+    assert a.plus(5).result() == 15
+    assert tg.task(functools.partial(pow, 2))(10).result() == 1024
+
+
+@pytest.mark.parametrize("bad", [None, 3, "f", [1]])
+def test_non_callable_is_a_clear_error(bad):
+    with pytest.raises(TypeError, match="needs a callable"):
+        tg.task(bad)
+
+
+def test_bad_name_is_a_clear_error():
+    with pytest.raises(TypeError, match="name"):
+        tg.task(lambda: 1, name="")
+
+
+def test_keys_are_readable_and_unique():
+    nodes = [add(i, i) for i in range(1000)]
+    keys = {n.key for n in nodes}
+    assert len(keys) == 1000
+    assert all(k.startswith("add-") for k in keys)
+    n = nodes[0]
+    assert n.key == n.key  # stable once given
+    assert "add-" in repr(n)
+
+
+def test_nodes_inside_containers_in_args_and_kwargs():
+    x, y = add(1, 1), add(2, 2)
+
+    @tg.task
+    def show(a, b, *, c, d):
+        return a, b, c, d
+
+    n = show([x, (y, 1)], {"k": x, "s": {y}}, c=frozenset([x]), d={"deep": [[y]]})
+    assert set(n.dependencies) == {x, y}
+    assert n.result() == ([2, (4, 1)], {"k": 2, "s": {4}}, frozenset([2]), {"deep": [[4]]})
+
+
+def test_shared_node_runs_once():
+    calls = []
+
+    @tg.task
+    def src():
+        calls.append(1)
+        return 5
+
+    s = src()
+    outs = [add(s, i) for i in range(20)]
+    assert tg.compute(*outs, workers=2) == tuple(5 + i for i in range(20))
+    assert calls == [1]
+    assert tg.compute(add(s, 100), workers=1) == 105  # finished nodes are not run again
+    assert calls == [1]
+
+
+def test_compute_passes_plain_values_through():
+    x = add(1, 2)
+    assert tg.compute([x, 4, {"a": x}]) == [3, 4, {"a": 3}]
+    assert tg.compute(5) == 5
+
+
+def test_serial_mode_runs_at_once_in_the_calling_thread():
+    import threading
+    seen = []
+
+    @tg.task
+    def where(x):
+        seen.append(threading.current_thread())
+        return x * 2
+
+    with tg.serial():
+        n = where(4)
+        assert seen == [threading.current_thread()]
+        assert n.done() and n.result() == 8
+        assert tg.compute(where(n)) == 16
+
+
+def test_serial_mode_stores_the_exception_for_result():
+    @tg.task
+    def boom():
+        raise KeyError("k")
+
+    with tg.serial():
+        n = boom()
+        assert n.done()
+        with pytest.raises(KeyError) as ei:
+            n.result()
+    assert any("boom" in note for note in ei.value.__notes__)
+
+
+def test_serial_fork_join_gives_the_same_answer():
+    @tg.task
+    def fib(n):
+        if n < 2:
+            return n
+        a, b = fib(n - 1), fib(n - 2)
+        return a.result() + b.result()
+
+    with tg.serial():
+        assert fib(15).result() == 610
+    assert fib(15).result() == 610
+
+
+def test_nodes_cannot_be_pickled():
+    import pickle
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(add(1, 2))
