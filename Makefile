@@ -61,7 +61,9 @@ test-gil:
 	else echo "== no GIL-build CPython on this machine: GIL-build run skipped"; fi
 
 demo: setup
-	@$(PY) benchmarks/deque_binding.py
+	@$(PY) examples/fib.py
+	@$(PY) examples/quicksort.py
+	@$(PY) examples/pipeline.py
 
 clean:
 	rm -rf $(BUILD) taskgraph/_cnative*.so taskgraph/*.o

@@ -293,7 +293,7 @@ static int hand_out(tg_pool *p, int w, tg_task *t, int stolen, void **out) {
     atomic_store_explicit(&t->state, TG_RUNNING, memory_order_relaxed);
     stat_inc(me, TG_STAT_RUN);
     *out = t->handle;
-    return TG_NEXT_TASK;
+    return t->skip ? TG_NEXT_SKIP : TG_NEXT_TASK;
 }
 
 static inline int finished(tg_task *t) { return tg_task_state(t) >= TG_DONE; }
@@ -433,13 +433,13 @@ int tg_pool_drain(tg_pool *p, tg_task *done, int final, void **out) {
         if (tg_deque_pop(p->w[i].dq, &id) == TG_OK) { /* single-threaded: pop any deque */
             hand_out(p, i, (tg_task *)(uintptr_t)id, 0, out);
             ((tg_task *)(uintptr_t)id)->skip = 1;
-            return TG_NEXT_TASK;
+            return TG_NEXT_SKIP;
         }
     }
     if (take_injected(p, &id)) {
         hand_out(p, 0, (tg_task *)(uintptr_t)id, 0, out);
         ((tg_task *)(uintptr_t)id)->skip = 1;
-        return TG_NEXT_TASK;
+        return TG_NEXT_SKIP;
     }
     return TG_NEXT_SHUTDOWN;
 }

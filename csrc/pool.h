@@ -18,7 +18,9 @@ enum {
     TG_NEXT_TASK = 0,     /* *out holds the handle of a task to run (state RUNNING) */
     TG_NEXT_ENDED = 1,    /* finishing `done` ended its run; call again with done = NULL */
     TG_NEXT_JOINED = 2,   /* tg_join only: the awaited task has finished */
-    TG_NEXT_SHUTDOWN = 3  /* the pool is shutting down */
+    TG_NEXT_SHUTDOWN = 3, /* the pool is shutting down */
+    TG_NEXT_SKIP = 4      /* *out holds a task that must not run (poisoned or its run was
+                           * cancelled): finish it as cancelled */
 };
 
 /* Per-worker counters, indices into the array filled by tg_pool_stats. */
@@ -57,7 +59,7 @@ int tg_next(tg_pool *p, int w, tg_task *done, int final, void **out);
 int tg_join(tg_pool *p, int w, tg_task *awaited, tg_task *done, int final, int steal, void **out);
 /* After shutdown, once every worker has returned for good: finishes `done` (if not NULL; its
  * released successors go onto worker 0's deque) and takes any task left in a deque or the
- * injector (TG_NEXT_TASK, handed out with skip=1), or returns TG_NEXT_ENDED when finishing
+ * injector (TG_NEXT_SKIP), or returns TG_NEXT_ENDED when finishing
  * `done` ended its run, or TG_NEXT_SHUTDOWN when nothing is left. Single-threaded. */
 int tg_pool_drain(tg_pool *p, tg_task *done, int final, void **out);
 /* Sets the run's cancelled flag: its tasks that have not started are handed out with skip=1. */

@@ -45,7 +45,8 @@ const char *tg_state_name(int state);
 
 /* pool.h */
 typedef struct tg_pool tg_pool;
-enum { TG_NEXT_TASK = 0, TG_NEXT_ENDED = 1, TG_NEXT_JOINED = 2, TG_NEXT_SHUTDOWN = 3 };
+enum { TG_NEXT_TASK = 0, TG_NEXT_ENDED = 1, TG_NEXT_JOINED = 2, TG_NEXT_SHUTDOWN = 3,
+       TG_NEXT_SKIP = 4 };
 enum { TG_STAT_RUN = 0, TG_STAT_SPAWNED, TG_STAT_STOLEN, TG_STAT_STEAL_ATTEMPTS,
        TG_STAT_INJECTED, TG_STAT_PARKS, TG_NSTATS };
 tg_pool *tg_pool_new(int nworkers);

@@ -76,7 +76,7 @@ def _warm_up() -> None:
     lib.tg_pool_shutdown(p)
     r = lib.tg_pool_drain(p, ffi.NULL, 0, o)
     while r != lib.TG_NEXT_SHUTDOWN:
-        done = tasks[ffi.from_handle(o[0])] if r == lib.TG_NEXT_TASK else ffi.NULL
+        done = tasks[ffi.from_handle(o[0])] if r == lib.TG_NEXT_SKIP else ffi.NULL
         (done.worker, done.skip, done.stolen) if done != ffi.NULL else None
         r = lib.tg_pool_drain(p, done, lib.TG_CANCELLED, o)
     lib.tg_run_cancel(run)

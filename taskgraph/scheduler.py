@@ -29,6 +29,7 @@ NULL = ffi.NULL
 _TASK = lib.TG_NEXT_TASK
 _ENDED = lib.TG_NEXT_ENDED
 _JOINED = lib.TG_NEXT_JOINED
+_SKIP = lib.TG_NEXT_SKIP
 _from_handle = ffi.from_handle
 _new_handle = ffi.new_handle
 _task_state = lib.tg_task_state
@@ -124,6 +125,10 @@ class Worker:
                 node = _from_handle(out[0])
                 final = run(node)
                 done = node[T]
+            elif r == _SKIP:
+                node = _from_handle(out[0])
+                final = self._skip(node)
+                done = node[T]
             elif r == _ENDED:
                 _run_ended(node)
                 done, node = NULL, None
@@ -135,8 +140,6 @@ class Worker:
         """Runs (or skips) a node handed out by the C core; returns its final state. The
         value/exception and ST are stored before the C core publishes the final state."""
         node[H] = None  # the core no longer needs the handle: break the node<->handle cycle
-        if node[T].skip:
-            return self._skip(node)
         if self.recorder is not None:
             return self.recorder.run(self, node)
         prev = self.current
@@ -176,6 +179,7 @@ class Worker:
         return FAILED
 
     def _skip(self, node):
+        node[H] = None
         node[VAL] = _cancel_error(node)
         node[ARGS] = node[KWARGS] = None
         node[DEPS] = ()
@@ -239,7 +243,8 @@ class Worker:
             raise TaskgraphError(f"task {node.key} called result() on its own node (it would "
                                  "wait for itself forever)")
         t = node[T]
-        if _task_state(t) == NEW:  # a lazy node built outside, first needed here
+        if node[SCHED] is None:  # a lazy node built outside, first needed here (a claim that
+            # races with another submitter is settled in C: only one claims it)
             self.sched._submit([node], self.current[RUN]._c, None, self.index)
         steal = 1 if self.depth < self.max_depth else 0
         self.depth += 1
@@ -251,6 +256,10 @@ class Worker:
                 if r == _TASK:
                     n = _from_handle(out[0])
                     final = run(n)
+                    done = n[T]
+                elif r == _SKIP:
+                    n = _from_handle(out[0])
+                    final = self._skip(n)
                     done = n[T]
                 elif r == _JOINED:
                     return
@@ -546,9 +555,8 @@ class Scheduler:
         helper = self._workers[0]
         while True:
             r = lib.tg_pool_drain(pool, done, final, out)
-            if r == _TASK:
+            if r == _SKIP:
                 node = _from_handle(out[0])
-                node[H] = None
                 final = helper._skip(node)
                 done = node[T]
             elif r == _ENDED:

@@ -47,7 +47,7 @@ typedef struct {
 
 /* Runs `out` and every task handed out after it inside a tg_join loop for `awaited`. */
 static void run_handed(tg_pool *p, int w, job *j, int *final) {
-    if (j->t.skip) { *final = TG_CANCELLED; return; }
+    if (j->t.skip) { *final = TG_CANCELLED; return; } /* returned as TG_NEXT_SKIP */
     /* Relaxed: counted, checked after the pool stops. */
     atomic_fetch_add_explicit(&j->runs, 1, memory_order_relaxed);
     *final = j->fn(p, w, j);
@@ -60,7 +60,8 @@ static void join(tg_pool *p, int w, job *awaited) {
     for (;;) {
         int r = tg_join(p, w, &awaited->t, done, final, 1, &out);
         if (r == TG_NEXT_JOINED) return;
-        CHECK(r == TG_NEXT_TASK, "join got %d", r);
+        CHECK(r == TG_NEXT_TASK || r == TG_NEXT_SKIP, "join got %d", r);
+        CHECK((r == TG_NEXT_SKIP) == (((job *)out)->t.skip != 0), "skip code and flag disagree");
         job *j = out;
         run_handed(p, w, j, &final);
         done = &j->t;
@@ -97,7 +98,9 @@ static void *worker_main(void *arg) {
             atomic_store_explicit(wa->ended, 1, memory_order_release); /* main's acquire */
             continue;
         }
+        CHECK(r == TG_NEXT_TASK || r == TG_NEXT_SKIP, "next got %d", r);
         job *j = out;
+        CHECK((r == TG_NEXT_SKIP) == (j->t.skip != 0), "skip code and flag disagree");
         run_handed(wa->p, wa->w, j, &final);
         done = &j->t;
     }
@@ -246,6 +249,12 @@ int main(void) {
         stats_total(p, nw, tot);
         printf("   counters: run %lld, spawned %lld, stolen %lld, steal attempts %lld, injected %lld, parks %lld\n",
                (long long)tot[0], (long long)tot[1], (long long)tot[2], (long long)tot[3], (long long)tot[4], (long long)tot[5]);
+        /* A C fib(22) lasts about a millisecond, which can be shorter than waking a parked
+         * thread on a loaded machine: repeat it until a steal happens (or fail). */
+        for (int tries = 0; nw > 1 && tot[TG_STAT_STOLEN] == 0 && tries < 20; tries++) {
+            test_fib(p, &ended, sanitized() ? 16 : 22);
+            stats_total(p, nw, tot);
+        }
         if (nw > 1) CHECK(tot[TG_STAT_STOLEN] > 0, "no steals with %d workers", nw);
         test_idle_parks(p, nw);
         tg_pool_shutdown(p);
