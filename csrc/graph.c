@@ -110,6 +110,15 @@ void tg_task_cancel(tg_task *t) {
     atomic_store_explicit(&t->poisoned, 1, memory_order_relaxed);
 }
 
+uint64_t tg_task_set_id(tg_task *t, uint64_t id) {
+    uint64_t expect = 0;
+    /* acq_rel CAS: pairs with a racing namer's CAS; the loser reads the winner's number. */
+    if (atomic_compare_exchange_strong_explicit(&t->id, &expect, id, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return id;
+    return expect;
+}
+
 void tg_run_hold(tg_run *r) {
     /* Relaxed: like the claim's increment, ordered before the matching decrement. */
     atomic_fetch_add_explicit(&r->live, 1, memory_order_relaxed);

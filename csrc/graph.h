@@ -45,6 +45,7 @@ typedef struct tg_task {
     _Atomic(tg_edge *) succ;  /* successors; TG_SEALED once finished */
     tg_run *run;              /* set by tg_task_claim */
     void *handle;             /* the Python Node (a cffi handle), set by tg_task_claim */
+    _Atomic uint64_t id;      /* number for the node's key, set once by tg_task_set_id */
 } tg_task;
 
 /* Results of tg_task_depend. */
@@ -70,6 +71,9 @@ int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task 
 void tg_task_cancel(tg_task *t);
 /* The state, read with acquire (pairs with the release store in tg_task_finish). */
 int tg_task_state(const tg_task *t);
+/* Gives the task its key number if it has none yet (CAS from 0); returns the number it ends up
+ * with, so threads that race to name a node all agree. */
+uint64_t tg_task_set_id(tg_task *t, uint64_t id);
 /* A submitter holds its run open while it adds tasks, so that the run cannot end (live reach 0)
  * between two submissions. tg_run_release returns 1 if dropping the hold ended the run. */
 void tg_run_hold(tg_run *r);

@@ -39,6 +39,7 @@ int tg_task_depend(tg_task *succ, tg_task *pred);
 int tg_task_release_hold(tg_task *t);
 void tg_task_cancel(tg_task *t);
 int tg_task_state(const tg_task *t);
+uint64_t tg_task_set_id(tg_task *t, uint64_t id);
 void tg_run_hold(tg_run *r);
 int tg_run_release(tg_run *r);
 const char *tg_state_name(int state);

@@ -71,6 +71,7 @@ def _warm_up() -> None:
     lib.tg_submit(p, -1, tb)
     lib.tg_task_cancel(tb)
     lib.tg_task_state(ta)
+    lib.tg_task_set_id(ta, 1)
     lib.tg_pool_queued(p)
     lib.tg_pool_stats(p, 0, stats)
     lib.tg_pool_shutdown(p)

@@ -21,17 +21,20 @@ def _totals(sched):
 
 
 class ProgressBar:
-    def __init__(self, submitted, run):
+    def __init__(self, run):
         self.sched = run.sched
-        self.submitted = submitted
-        self.run0, self.spawned0 = _totals(self.sched)
+        self.submitted = 0
+        self.run0, self.spawned0 = _totals(self.sched)  # before the run's first task starts
         self.shown = 0
         self.t0 = time.monotonic()
         try:
             from tqdm import tqdm
         except ImportError:
             tqdm = None
-        self.bar = tqdm(total=submitted, unit="task", desc="taskgraph", leave=True) if tqdm else None
+        self.bar = tqdm(total=0, unit="task", desc="taskgraph", leave=True) if tqdm else None
+
+    def set_total(self, submitted):
+        self.submitted = submitted
         self.update()
 
     def _counts(self):

@@ -47,6 +47,7 @@ SCHED = 14  # the Scheduler that claimed it, or None
 
 _new_task = ffi.new
 _task_state = lib.tg_task_state
+_set_id = lib.tg_task_set_id
 _mode = _context.mode
 _SERIAL = _context.SERIAL
 
@@ -73,10 +74,11 @@ class Node(list):
     @property
     def key(self) -> str:
         """Readable, process-unique name: the task's name, the number of the thread that first
-        asked, and that thread's counter, e.g. ``fib-3.1041``. Fixed on first use."""
+        asked, and that thread's counter, e.g. ``fib-3.1041``. Fixed on first use (threads
+        that ask at the same time agree: the number is settled in C)."""
         i = self[ID]
         if not i:
-            i = self[ID] = _context.next_node_id()
+            i = self[ID] = _set_id(self[T], _context.next_node_id())
         return f"{self[NAME]}-{i >> 40}.{i & 0xFFFFFFFFFF}"
 
     @property

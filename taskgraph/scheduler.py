@@ -16,6 +16,7 @@ import time
 import weakref
 
 from taskgraph import _context
+from taskgraph import trace as _trace
 from taskgraph._native import ffi, lib
 from taskgraph.errors import CancelledError, SchedulerClosedError, TaskgraphError
 from taskgraph.node import (ARGS, CANCELLED, DEPS, DONE, FAILED, FN, H, KIDS, KWARGS, NAME,
@@ -34,6 +35,7 @@ _from_handle = ffi.from_handle
 _new_handle = ffi.new_handle
 _task_state = lib.tg_task_state
 _spawn = lib.tg_spawn
+_perf_ns = time.perf_counter_ns
 _STAT_NAMES = ("tasks_run", "spawned", "stolen", "steal_attempts", "injected", "parks")
 _scheduler_numbers = itertools.count(1)
 
@@ -59,9 +61,9 @@ class Run:
     """One compute() call: the tasks it submitted and everything they spawn."""
 
     __slots__ = ("_c", "event", "roots", "error", "error_key", "reason", "sched", "lock",
-                 "recorder", "__weakref__")
+                 "__weakref__")
 
-    def __init__(self, sched, roots, recorder=None):
+    def __init__(self, sched, roots):
         self._c = ffi.new("tg_run *")
         self.event = threading.Event()   # set when the run's last task finished
         self.roots = roots               # keeps the run's nodes reachable until it ends
@@ -70,7 +72,6 @@ class Run:
         self.reason = None               # why the run was cancelled, for CancelledError
         self.sched = sched
         self.lock = threading.Lock()     # guards error/reason: taken once per failure
-        self.recorder = recorder         # trace recorder (taskgraph.trace) or None
 
     def cancel(self, reason):
         with self.lock:
@@ -123,7 +124,7 @@ class Worker:
             r = step(pool, w, done, final, out)
             if r == _TASK:
                 node = _from_handle(out[0])
-                final = run(node)
+                final = run(node) if self.recorder is None else self.recorder.run(self, node)
                 done = node[T]
             elif r == _SKIP:
                 node = _from_handle(out[0])
@@ -140,8 +141,6 @@ class Worker:
         """Runs (or skips) a node handed out by the C core; returns its final state. The
         value/exception and ST are stored before the C core publishes the final state."""
         node[H] = None  # the core no longer needs the handle: break the node<->handle cycle
-        if self.recorder is not None:
-            return self.recorder.run(self, node)
         prev = self.current
         self.current = node
         try:
@@ -250,12 +249,15 @@ class Worker:
         self.depth += 1
         pool, w, out, step, run = self.pool, self.index, self.out, lib.tg_join, self._run
         done, final, n = NULL, 0, None
+        rec = self.recorder
+        if rec is not None:
+            t_join, g_join = _perf_ns(), _trace._gc_ns[0]
         try:
             while True:
                 r = step(pool, w, t, done, final, steal, out)
                 if r == _TASK:
                     n = _from_handle(out[0])
-                    final = run(n)
+                    final = run(n) if self.recorder is None else self.recorder.run(self, n)
                     done = n[T]
                 elif r == _SKIP:
                     n = _from_handle(out[0])
@@ -272,6 +274,8 @@ class Worker:
                         f"{node.key}")
         finally:
             self.depth -= 1
+            if rec is not None:  # the time inside a join is not the waiting task's own work
+                rec.joined(_perf_ns() - t_join, _trace._gc_ns[0] - g_join)
 
 
 def _run_ended(node):
@@ -352,13 +356,13 @@ class Scheduler:
         self._runs = set()              # active runs (kept alive until they end)
         self._closed = False
         self._drained = False
-        self._recorders = []            # active traces (taskgraph.trace), under _lock
         self._workers = [Worker(self, i) for i in range(workers)]
         self._threads = [threading.Thread(target=wk.main, name=f"taskgraph-{self.number}-w{i}",
                                           daemon=True) for i, wk in enumerate(self._workers)]
         for th in self._threads:
             th.start()
         _live.add(self)
+        _trace._registry.scheduler_started(self)
 
     def __repr__(self):
         state = "closed" if self._closed else "open"
@@ -470,12 +474,13 @@ class Scheduler:
             if self._closed:
                 raise SchedulerClosedError(f"{self!r} is closed")
             self._runs.add(run)
-            for rec in self._recorders:
-                rec.attach(run)
+        bar = _progress_bar(run) if progress else None  # counters read before anything starts
         lib.tg_run_hold(run._c)
         try:
             total = self._submit(pending, run._c, run, -1)
         except BaseException:
+            if bar is not None:
+                bar.close()
             run.cancel("the submission was interrupted")
             if lib.tg_run_release(run._c):
                 run.event.set()
@@ -484,7 +489,8 @@ class Scheduler:
         if lib.tg_run_release(run._c):
             run.event.set()
             self._forget_run(run)
-        bar = _progress_bar(progress, total, run) if progress else None
+        if bar is not None:
+            bar.set_total(total)
         try:
             _wait_run(run, timeout, bar)
         except KeyboardInterrupt:
@@ -612,9 +618,9 @@ def _raise_first_error(nodes):
         raise n[VAL]
 
 
-def _progress_bar(progress, total, run):
-    from taskgraph._progress import ProgressBar  # optional dependency (tqdm), cold path
-    return ProgressBar(total, run)
+def _progress_bar(run):
+    from taskgraph._progress import ProgressBar  # imports tqdm if installed: only when asked
+    return ProgressBar(run)
 
 
 # ---------------------------------------------------------------------- serial elision
@@ -753,4 +759,4 @@ def _close_all():
 
 
 _context.register_api(compute=compute, run_serially=run_serially,
-                      default_scheduler=default_scheduler)
+                      default_scheduler=default_scheduler, live_schedulers=lambda: list(_live))

@@ -1,0 +1,5 @@
+import sys
+
+from taskgraph.cli import main
+
+sys.exit(main())

@@ -1,0 +1,103 @@
+"""``python -m taskgraph`` (also the ``taskgraph`` script): look at saved traces.
+
+    python -m taskgraph show TRACE -o out.svg [--all | --grouped] [--threshold N]
+    python -m taskgraph stats TRACE
+    python -m taskgraph timeline TRACE -o out.json
+
+A file that is not a taskgraph trace, or is truncated, is reported in one line (exit status 2),
+not with a traceback. A missing Graphviz 'dot' writes the .dot source and says how to install
+Graphviz (exit status 3).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from taskgraph.trace import Trace, TraceFormatError
+from taskgraph.viz import DEFAULT_THRESHOLD, GraphvizError
+
+
+class _CliError(Exception):
+    """A problem with the user's input: printed as one line, exit status 2."""
+
+
+def _load(path):
+    try:
+        return Trace.load(path)
+    except TraceFormatError as e:
+        raise _CliError(str(e)) from None
+    except OSError as e:
+        raise _CliError(f"cannot read trace {path!r}: {e.strerror or e}") from None
+
+
+def _show(a):
+    tr = _load(a.trace)
+    detail = "all" if a.all else ("grouped" if a.grouped else None)
+    try:
+        out = tr.visualize(a.output, threshold=a.threshold, detail=detail)
+    except GraphvizError as e:
+        print(f"taskgraph: {e}", file=sys.stderr)
+        return 3
+    except (ValueError, OSError) as e:
+        raise _CliError(str(e)) from None
+    print(f"wrote {out} ({len(tr)} tasks)")
+    return 0
+
+
+def _stats(a):
+    print(_load(a.trace).summary())
+    return 0
+
+
+def _timeline(a):
+    tr = _load(a.trace)
+    try:
+        tr.to_chrome_trace(a.output)
+    except OSError as e:
+        raise _CliError(f"cannot write {a.output!r}: {e.strerror or e}") from None
+    print(f"wrote {a.output} ({len(tr)} tasks; open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m taskgraph",
+                                description="Look at taskgraph traces (saved with Trace.save).")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    s = sub.add_parser("show", help="draw the executed graph",
+                       description="Draw the executed graph of a trace (svg, png, pdf or dot, "
+                                   "from the output suffix).")
+    s.add_argument("trace", help="a .tgtrace file")
+    s.add_argument("-o", "--output", required=True, help="picture to write, e.g. run.svg")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--all", action="store_true", help="draw every task, however many")
+    g.add_argument("--grouped", action="store_true",
+                   help="group tasks by function and spawn depth, however few")
+    s.add_argument("--threshold", type=int, default=DEFAULT_THRESHOLD,
+                   help=f"group when there are more tasks than this (default {DEFAULT_THRESHOLD})")
+    s.set_defaults(func=_show)
+    s = sub.add_parser("stats", help="print work, span, parallelism and per-worker figures",
+                       description="Print the trace summary: work, span, parallelism, the "
+                                   "speed-up bound and the speed-up achieved, per-worker busy "
+                                   "and idle time, steals and failures.")
+    s.add_argument("trace", help="a .tgtrace file")
+    s.set_defaults(func=_stats)
+    s = sub.add_parser("timeline", help="write a Chrome/Perfetto timeline (JSON)",
+                       description="Write the trace as Chrome trace-event JSON, one track per "
+                                   "worker.")
+    s.add_argument("trace", help="a .tgtrace file")
+    s.add_argument("-o", "--output", required=True, help="JSON file to write")
+    s.set_defaults(func=_timeline)
+    return p
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        return a.func(a)
+    except _CliError as e:
+        print(f"taskgraph: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

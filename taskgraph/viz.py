@@ -1,0 +1,292 @@
+"""Pictures of task graphs, through Graphviz: the executed graph of a Trace, and a lazy graph
+before it runs (``taskgraph.visualize``).
+
+The output format comes from the file suffix: .svg, .png, .pdf, or .dot (the source only).
+Rendering needs Graphviz's ``dot`` program; without it the ``.dot`` source is still written
+next to the requested file and ``GraphvizError`` says how to install Graphviz.
+"""
+from __future__ import annotations
+
+import os
+
+import graphviz
+
+from taskgraph._native import lib
+from taskgraph.node import NEW, ST, T, Node, deps_of
+from taskgraph.node import STATE_NAMES as _STATE_NAMES
+from taskgraph.trace import Trace
+
+__all__ = ["draw_trace", "visualize", "GraphvizError", "DEFAULT_THRESHOLD"]
+
+#: Above this many tasks, pictures group tasks by function and spawn depth.
+DEFAULT_THRESHOLD = 300
+_FORMATS = {"svg", "png", "pdf", "dot"}
+_PALETTE = ["#8dd3c7", "#fdb462", "#bebada", "#80b1d3", "#b3de69", "#fccde5", "#ffffb3",
+            "#bc80bd", "#ccebc5", "#ffed6f", "#d9d9d9", "#fb8072"]
+_CRIT = "#c0392b"
+_INSTALL = ("install Graphviz (Debian/Ubuntu: apt-get install graphviz; Fedora: dnf install "
+            "graphviz; macOS: brew install graphviz; conda: conda install graphviz)")
+
+
+class GraphvizError(RuntimeError):
+    """The picture could not be rendered (usually: Graphviz's dot program is missing). The
+    ``.dot`` source was written; ``dot_path`` names it."""
+
+    def __init__(self, msg, dot_path=None):
+        super().__init__(msg)
+        self.dot_path = dot_path
+
+
+def _fmt_ns(ns):
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e3:.0f} us"
+
+
+def _render(g: graphviz.Digraph, path) -> str:
+    path = os.fspath(path)
+    base, ext = os.path.splitext(path)
+    fmt = ext.lstrip(".").lower()
+    if fmt not in _FORMATS:
+        raise ValueError(f"cannot tell the picture format from {path!r}: use a .svg, .png, "
+                         ".pdf or .dot file name")
+    if fmt == "dot":
+        with open(path, "w") as f:
+            f.write(g.source)
+        return path
+    try:
+        data = g.pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        dot_path = base + ".dot"
+        with open(dot_path, "w") as f:
+            f.write(g.source)
+        raise GraphvizError(
+            f"Graphviz's 'dot' program was not found, so {path} was not drawn; the graph "
+            f"source is in {dot_path}. To render it, {_INSTALL}, then run: "
+            f"dot -T{fmt} {dot_path} -o {path}", dot_path) from None
+    except graphviz.CalledProcessError as e:
+        dot_path = base + ".dot"
+        with open(dot_path, "w") as f:
+            f.write(g.source)
+        raise GraphvizError(f"dot failed to draw {path} ({e}); the source is in {dot_path}",
+                            dot_path) from None
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+# ---------------------------------------------------------------------- executed graph
+def _lane_colors(records):
+    lanes = sorted({r.lane for r in records})
+    return {lane: _PALETTE[i % len(_PALETTE)] for i, lane in enumerate(lanes)}
+
+
+def _legend(g, colors, grouped):
+    with g.subgraph(name="cluster_legend") as lg:
+        lg.attr(label="legend", fontsize="10", style="rounded", color="#999999")
+        prev = None
+        for lane, col in colors.items():
+            name = f"legend_{lane}"
+            lg.node(name, f"worker {lane}", shape="box", style="filled,rounded", fillcolor=col,
+                    fontsize="9")
+            if prev:
+                lg.edge(prev, name, style="invis")
+            prev = name
+        marks = [("legend_stolen", "stolen (double border)", {"peripheries": "2"}),
+                 ("legend_failed", "failed", {"shape": "octagon", "color": "#e31a1c",
+                                               "penwidth": "2", "fontcolor": "#e31a1c"}),
+                 ("legend_cancelled", "cancelled (never ran)",
+                  {"style": "dashed,rounded", "color": "#999999", "fontcolor": "#999999"}),
+                 ("legend_crit", "critical path", {"color": _CRIT, "penwidth": "3"})]
+        for name, label, attrs in marks:
+            a = {"shape": "box", "style": "rounded", "fontsize": "9"}
+            a.update(attrs)
+            lg.node(name, label, **a)
+            if prev:
+                lg.edge(prev, name, style="invis")
+            prev = name
+        lg.node("legend_spawn_a", "", shape="point", width="0.05")
+        lg.node("legend_spawn_b", "", shape="point", width="0.05")
+        lg.edge("legend_spawn_a", "legend_spawn_b", label="spawn", style="dashed",
+                color="#555555", fontsize="9")
+        lg.node("legend_data_a", "", shape="point", width="0.05")
+        lg.node("legend_data_b", "", shape="point", width="0.05")
+        lg.edge("legend_data_a", "legend_data_b", label="data", fontsize="9")
+        if grouped:
+            lg.node("legend_group", "grouped: function, spawn depth,\ncount, total own time",
+                    shape="box3d", fontsize="9")
+
+
+def draw_trace(tr: Trace, path, *, threshold: int = DEFAULT_THRESHOLD, detail: str | None = None,
+               title: str | None = None) -> str:
+    """Draws the executed graph of ``tr`` into ``path`` (format from the suffix).
+
+    Tasks are coloured by the worker that ran them (legend), labelled with function and own
+    time; stolen tasks have a double border; failed tasks are red octagons, cancelled ones
+    grey and dashed; spawn edges are dashed, data edges solid; the critical path is drawn thick
+    and red. With more than ``threshold`` tasks, tasks are grouped by function and spawn depth
+    into summary nodes (count and total time) unless ``detail="all"``.
+    Errors: ``ValueError`` for an unknown suffix or option; ``GraphvizError`` when dot is
+    missing (the .dot source is written first). Returns the path written.
+    """
+    if detail not in (None, "all", "grouped"):
+        raise ValueError(f"detail must be None, 'all' or 'grouped', got {detail!r}")
+    recs = tr.records
+    crit = set(tr.critical_path())
+    colors = _lane_colors(recs)
+    grouped = detail == "grouped" or (detail is None and len(recs) > threshold)
+    g = graphviz.Digraph("taskgraph", graph_attr={
+        "rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "labelloc": "t",
+        "label": title or f"{len(recs)} tasks, work {_fmt_ns(tr.work)}, span {_fmt_ns(tr.span)}, "
+                          f"parallelism {tr.parallelism:.1f}"},
+        node_attr={"fontname": "Helvetica", "fontsize": "10"}, edge_attr={"arrowsize": "0.6"})
+    _legend(g, colors, grouped)
+    if grouped:
+        _draw_grouped(g, recs, crit, colors)
+    else:
+        _draw_all(g, recs, crit, colors)
+    return _render(g, path)
+
+
+def _node_attrs(state, stolen, on_crit, color):
+    a = {"shape": "box", "style": "filled,rounded", "fillcolor": color}
+    if stolen:
+        a["peripheries"] = "2"
+    if state == "failed":
+        a.update(shape="octagon", color="#e31a1c", penwidth="2", fontcolor="#e31a1c")
+    elif state == "cancelled":
+        a.update(style="dashed,rounded", fillcolor="white", color="#999999", fontcolor="#999999")
+    if on_crit:
+        a["color"] = _CRIT
+        a["penwidth"] = "3"
+    return a
+
+
+def _draw_all(g, recs, crit, colors):
+    ids = {r.key: f"t{i}" for i, r in enumerate(recs)}
+    for r in recs:
+        label = f"{r.name}\n{_fmt_ns(r.own)}" if r.state != "cancelled" else f"{r.name}\ncancelled"
+        if r.state == "failed":
+            label = f"{r.name}\nfailed: {r.error_type}"
+        g.node(ids[r.key], label, tooltip=f"{r.key} on {r.lane}"
+               f"{' (stolen)' if r.stolen else ''}, {_fmt_ns(r.duration)} wall",
+               **_node_attrs(r.state, r.stolen, r.key in crit, colors[r.lane]))
+    for r in recs:
+        both = r.key in crit
+        if r.parent in ids:
+            hot = both and r.parent in crit
+            g.edge(ids[r.parent], ids[r.key], style="dashed",
+                   color=_CRIT if hot else "#555555", penwidth="2.5" if hot else "1")
+        for d in r.deps:
+            if d in ids:
+                hot = both and d in crit
+                g.edge(ids[d], ids[r.key], color=_CRIT if hot else "black",
+                       penwidth="2.5" if hot else "1")
+
+
+def _draw_grouped(g, recs, crit, colors):
+    by_key = {r.key: r for r in recs}
+    depth = {}
+    for r in recs:  # records are in start order: a parent starts before its children
+        depth[r.key] = depth.get(r.parent, -1) + 1 if r.parent in by_key else 0
+    groups = {}
+    for r in recs:
+        k = (r.name, depth[r.key])
+        gr = groups.setdefault(k, {"n": 0, "own": 0, "stolen": 0, "failed": 0, "cancelled": 0,
+                                   "lanes": {}, "crit": False})
+        gr["n"] += 1
+        gr["own"] += r.own
+        gr["stolen"] += r.stolen
+        gr["failed"] += r.state == "failed"
+        gr["cancelled"] += r.state == "cancelled"
+        gr["lanes"][r.lane] = gr["lanes"].get(r.lane, 0) + 1
+        gr["crit"] |= r.key in crit
+    gid = {k: f"g{i}" for i, k in enumerate(groups)}
+    for k, gr in groups.items():
+        name, d = k
+        main_lane = max(gr["lanes"], key=gr["lanes"].get)
+        lines = [f"{name}  x{gr['n']}", f"depth {d}, total {_fmt_ns(gr['own'])}"]
+        if gr["stolen"]:
+            lines.append(f"{gr['stolen']} stolen")
+        if gr["failed"] or gr["cancelled"]:
+            lines.append(f"{gr['failed']} failed, {gr['cancelled']} cancelled")
+        if len(gr["lanes"]) > 1:
+            lines.append(" ".join(f"{ln}:{c}" for ln, c in sorted(gr["lanes"].items())))
+        state = "failed" if gr["failed"] else ("cancelled" if gr["cancelled"] == gr["n"] else "done")
+        a = _node_attrs(state, gr["stolen"] > 0, gr["crit"], colors[main_lane])
+        a["shape"] = "box3d" if state == "done" else a["shape"]
+        g.node(gid[k], "\n".join(lines), **a)
+    spawn, data = {}, {}
+    for r in recs:
+        me = (r.name, depth[r.key])
+        if r.parent in by_key:
+            p = by_key[r.parent]
+            pk = (p.name, depth[p.key])
+            spawn[(pk, me)] = spawn.get((pk, me), 0) + 1
+        for dk in r.deps:
+            if dk in by_key:
+                dr = by_key[dk]
+                key = ((dr.name, depth[dk]), me)
+                data[key] = data.get(key, 0) + 1
+    for (a, b), n in spawn.items():
+        hot = groups[a]["crit"] and groups[b]["crit"]
+        g.edge(gid[a], gid[b], label=str(n) if n > 1 else "", style="dashed",
+               color=_CRIT if hot else "#555555", penwidth="2.5" if hot else "1", fontsize="9")
+    for (a, b), n in data.items():
+        hot = groups[a]["crit"] and groups[b]["crit"]
+        g.edge(gid[a], gid[b], label=str(n) if n > 1 else "", color=_CRIT if hot else "black",
+               penwidth="2.5" if hot else "1", fontsize="9")
+
+
+# ---------------------------------------------------------------------- the lazy plan
+def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
+    """Draws a task graph (one Node or a list of Nodes and all they depend on) BEFORE it runs,
+    like dask's ``visualize``: one box per node (function name and key; finished nodes show
+    their state), data edges between them. With more than ``threshold`` nodes they are
+    grouped by function. Format from the suffix; ``GraphvizError`` if dot is missing (the .dot
+    source is written). Works inside and outside workers; it never runs anything."""
+    roots = [nodes] if isinstance(nodes, Node) else list(nodes)
+    order, seen = [], set()
+    stack = list(reversed(roots))
+    while stack:  # iterative: chains of any length
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        stack.extend(reversed(deps_of(n)))
+    g = graphviz.Digraph("plan", graph_attr={"rankdir": "TB", "fontname": "Helvetica",
+                                             "label": f"{len(order)} nodes (not run yet)",
+                                             "labelloc": "t", "fontsize": "11"},
+                         node_attr={"fontname": "Helvetica", "fontsize": "10", "shape": "box",
+                                    "style": "rounded"}, edge_attr={"arrowsize": "0.6"})
+    if len(order) <= threshold:
+        ids = {id(n): f"n{i}" for i, n in enumerate(order)}
+        for n in order:
+            st = n[ST]
+            state = _STATE_NAMES[st] if st is not None else _state_name(n)
+            extra = {} if state == "new" else {"style": "rounded,filled", "fillcolor": "#e0e0e0"}
+            g.node(ids[id(n)], f"{n.name}\n{n.key}" + ("" if state == "new" else f"\n{state}"),
+                   **extra)
+        for n in order:
+            for d in deps_of(n):
+                g.edge(ids[id(d)], ids[id(n)])
+    else:
+        counts, edges = {}, {}
+        for n in order:
+            counts[n.name] = counts.get(n.name, 0) + 1
+            for d in deps_of(n):
+                edges[(d.name, n.name)] = edges.get((d.name, n.name), 0) + 1
+        gid = {name: f"g{i}" for i, name in enumerate(counts)}
+        for name, c in counts.items():
+            g.node(gid[name], f"{name}  x{c}", shape="box3d")
+        for (a, b), c in edges.items():
+            g.edge(gid[a], gid[b], label=str(c), fontsize="9")
+    return _render(g, path)
+
+
+def _state_name(n):
+    st = lib.tg_task_state(n[T])
+    return "new" if st == NEW else _STATE_NAMES[st]
