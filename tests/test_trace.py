@@ -126,7 +126,8 @@ def test_known_answer_fib_parallelism_grows_with_n():
                 best = max(best, tr.parallelism)
             ps.append(best)
     assert ps[0] < ps[1] < ps[2], ps
-    assert ps[0] < 2.1 and ps[2] > 8, ps
+    # With the GIL, a task's wall time also counts its waits for the GIL.
+    assert ps[0] < 2.1 and ps[2] > (3 if tg.gil_enabled() else 8), ps
 
 
 def test_own_time_excludes_time_spent_in_joins():
