@@ -9,7 +9,7 @@ CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c
 CTESTS := deque pool
 BUILD := build
 
-.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo bench bench-quick clean
+.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo pictures bench bench-quick clean
 
 setup:
 	@bash tools/setup.sh
@@ -61,9 +61,14 @@ test-gil:
 	else echo "== no GIL-build CPython on this machine: GIL-build run skipped"; fi
 
 demo: setup
-	@$(PY) examples/fib.py
-	@$(PY) examples/quicksort.py
+	@$(PY) examples/fib.py --trace build/demo/fib
+	@$(PY) examples/quicksort.py --trace build/demo/quicksort
 	@$(PY) examples/pipeline.py
+
+# The executed-graph picture shown in README.md (committed; regenerate with this target).
+pictures: setup
+	@$(PY) examples/fib.py --n 20 --cutoff 12 --workers 2 --trace docs/img/fib-trace
+	@rm -f docs/img/fib-trace.tgtrace docs/img/fib-trace.json
 
 clean:
 	rm -rf $(BUILD) taskgraph/_cnative*.so taskgraph/*.o

@@ -30,6 +30,9 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=30)
     p.add_argument("--cutoff", type=int, default=18)
     p.add_argument("--workers", type=int, default=tg.usable_cpus())
+    p.add_argument("--trace", metavar="PREFIX",
+                   help="also trace the run: write PREFIX.svg (executed graph), PREFIX.json "
+                        "(timeline) and PREFIX.tgtrace, and print the work/span summary")
     a = p.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -41,6 +44,10 @@ def main(argv=None):
         got = s.compute(fib(a.n, a.cutoff))
         t_par = time.perf_counter() - t0
         stats = s.stats()
+        if a.trace:  # a second, traced run (the timing above is untraced)
+            with tg.trace() as tr:
+                s.compute(fib(a.n, a.cutoff))
+            tg.write_trace_files(tr, a.trace)
     if got != expect:
         raise SystemExit(f"WRONG: fib({a.n}) gave {got}, expected {expect}")
     tasks = sum(w["tasks_run"] for w in stats)

@@ -38,6 +38,9 @@ def main(argv=None):
     p.add_argument("--size", type=int, default=1_000_000)
     p.add_argument("--cutoff", type=int, default=20_000)
     p.add_argument("--workers", type=int, default=tg.usable_cpus())
+    p.add_argument("--trace", metavar="PREFIX",
+                   help="also trace the run: write PREFIX.svg (executed graph), PREFIX.json "
+                        "(timeline) and PREFIX.tgtrace, and print the work/span summary")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args(argv)
 
@@ -56,6 +59,10 @@ def main(argv=None):
         got = s.compute(quicksort(xs, a.cutoff))
         t_par = time.perf_counter() - t0
         stats = s.stats()
+        if a.trace:  # a second, traced run (the timing above is untraced)
+            with tg.trace() as tr:
+                s.compute(quicksort(xs, a.cutoff))
+            tg.write_trace_files(tr, a.trace)
     if got != expect:
         raise SystemExit("WRONG: the parallel quicksort did not sort")
     print(f"quicksort of {a.size} floats  OK   cutoff {a.cutoff}, {a.workers} workers")

@@ -18,13 +18,13 @@ from taskgraph.node import Node
 from taskgraph.scheduler import (Scheduler, compute, default_scheduler, gather, serial,
                                  usable_cpus)
 from taskgraph.task import Task, task
-from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace
+from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
 from taskgraph.viz import GraphvizError, visualize
 
 __all__ = [
     "task", "Task", "Node", "compute", "gather", "serial", "Scheduler", "default_scheduler",
     "usable_cpus", "CancelledError", "SchedulerClosedError", "TaskgraphError", "GILWarning",
     "gil_enabled", "trace", "Trace", "TaskRecord", "TraceFormatError", "visualize",
-    "GraphvizError",
+    "GraphvizError", "write_trace_files",
 ]
 __version__ = "0.1.0"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import msgpack
 from taskgraph import _context
 from taskgraph._native import lib
 
-__all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace"]
+__all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace", "write_trace_files"]
 
 FORMAT = "taskgraph-trace"
 VERSION = 1
@@ -470,3 +471,26 @@ def trace() -> Trace:
     not nest (RuntimeError). Tasks still running when the block closes are recorded if they
     finish within the closing, else left out."""
     return Trace()
+
+
+def write_trace_files(tr: Trace, prefix, *, quiet: bool = False) -> list:
+    """Writes PREFIX.tgtrace, PREFIX.json (timeline) and PREFIX.svg (executed graph; only
+    PREFIX.dot, with a message, when Graphviz is missing) and prints the summary unless quiet.
+    Returns the paths written."""
+    from taskgraph.viz import GraphvizError, draw_trace  # viz imports this module: import late
+    d = os.path.dirname(os.fspath(prefix))
+    if d:
+        os.makedirs(d, exist_ok=True)
+    written = [f"{prefix}.tgtrace", f"{prefix}.json"]
+    tr.save(written[0])
+    tr.to_chrome_trace(written[1])
+    try:
+        written.append(draw_trace(tr, f"{prefix}.svg"))
+    except GraphvizError as e:
+        written.append(e.dot_path)
+        if not quiet:
+            print(f"  {e}")
+    if not quiet:
+        print(tr.summary())
+        print("  wrote " + ", ".join(written))
+    return written
