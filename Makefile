@@ -3,13 +3,14 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 GILPY := .venv-gil/bin/python
+REPORTPY := $(shell [ -x .venv-gil/bin/python ] && echo .venv-gil/bin/python || echo .venv/bin/python)
 CC    ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc
 CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c
 CTESTS := deque pool
 BUILD := build
 
-.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo pictures bench bench-quick clean
+.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo pictures bench bench-deps bench-quick clean
 
 setup:
 	@bash tools/setup.sh
@@ -69,6 +70,23 @@ demo: setup
 pictures: setup
 	@$(PY) examples/fib.py --n 20 --cutoff 12 --workers 2 --trace docs/img/fib-trace
 	@rm -f docs/img/fib-trace.tgtrace docs/img/fib-trace.json
+
+bench-deps: setup
+	@$(PY) -m pip install -q --disable-pip-version-check "joblib>=1.4" "dask>=2024.8" >/dev/null 2>&1 || { echo "could not install joblib/dask"; exit 1; }
+	@if [ -x $(GILPY) ]; then $(GILPY) -m pip install -q --disable-pip-version-check "matplotlib>=3.7" >/dev/null 2>&1 || echo "matplotlib not installed: no plot"; fi
+
+# The benchmark suite (docs/benchmarks.md). Results: benchmarks/results/latest.json.
+bench: bench-deps
+	@mkdir -p benchmarks/results
+	@$(PY) benchmarks/suite.py --out benchmarks/results/ft.json
+	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --gil-subset --out benchmarks/results/gil.json; fi
+	@$(REPORTPY) benchmarks/report.py benchmarks/results/ft.json $$( [ -f benchmarks/results/gil.json ] && echo benchmarks/results/gil.json )
+
+bench-quick: bench-deps
+	@mkdir -p build/bench-quick
+	@$(PY) benchmarks/suite.py --quick --out build/bench-quick/ft.json
+	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --quick --gil-subset --out build/bench-quick/gil.json; fi
+	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:
 	rm -rf $(BUILD) taskgraph/_cnative*.so taskgraph/*.o

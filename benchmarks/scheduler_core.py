@@ -4,7 +4,8 @@
      submit-and-wait (taskgraph both as a lazy DAG computed from outside, and as children
      spawned and joined inside one task);
   2. fib(28) with cutoff 16 on 2 workers vs fib_serial(28): speed-up;
-  3. fib(20) without cutoff on 1 worker vs fib_serial(20): work overhead c1 = T1 / Tserial.
+  3. fib(20) without cutoff on 1 worker vs fib_serial(20): work overhead c1 = T1 / Tserial;
+  4. tracing: the trivial-task figures of 1. with a taskgraph.trace() open, as a ratio.
 
 Median of 5 runs (min-max). Usage: python benchmarks/scheduler_core.py [--quick]
 """
@@ -64,9 +65,17 @@ def main(argv):
 
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         tpe = timed(lambda: [f.result() for f in [ex.submit(trivial, i) for i in range(n_trivial)]])
+    def traced(f):
+        def g():
+            with tg.trace():
+                f()
+        return g
+
     with tg.Scheduler(workers=2) as s:
         dag = timed(lambda: s.compute(*[trivial_t(i) for i in range(n_trivial)]))
         fj = timed(lambda: s.compute(spawn_many(n_trivial)))
+        dag_tr = timed(traced(lambda: s.compute(*[trivial_t(i) for i in range(n_trivial)])))
+        fj_tr = timed(traced(lambda: s.compute(spawn_many(n_trivial))))
         t_fib28 = timed(lambda: s.compute(fib(28, 16)))
     t_serial28 = timed(lambda: fib_serial(28))
     with tg.Scheduler(workers=1) as s1:
@@ -81,6 +90,9 @@ def main(argv):
     print(f"\n2. fib(28), cutoff 16, 2 workers")
     print(f"   fib_serial(28)            {fmt(t_serial28)}")
     print(f"   taskgraph                 {fmt(t_fib28)}   -> speed-up {t_serial28[0] / t_fib28[0]:.2f}")
+    print(f"\n4. tracing on (a trace() block open; records are built when first read)")
+    print(f"   lazy DAG, traced          {fmt(dag_tr, us, 'us')}   -> +{100 * (dag_tr[0] / dag[0] - 1):.0f}%")
+    print(f"   spawn+join, traced        {fmt(fj_tr, us, 'us')}   -> +{100 * (fj_tr[0] / fj[0] - 1):.0f}%")
     print(f"\n3. fib(20), no cutoff (21891 tasks), 1 worker")
     print(f"   fib_serial(20)            {fmt(t_serial20, 1e3, 'ms')}")
     print(f"   taskgraph                 {fmt(t_fib20, 1e3, 'ms')}   -> c1 = {t_fib20[0] / t_serial20[0]:.1f}"

@@ -23,7 +23,7 @@ int tg_task_claim(tg_task *t, void *handle, tg_run *run) {
     t->worker = -1;
     /* Relaxed: nothing is published yet; the push that publishes the task (release store of
      * the deque's bottom, or the injector's lock) orders these stores for the runner. The other
-     * fields (succ, poisoned, waiter, thief) are zero from allocation and must not be reset
+     * fields (succ, poisoned, final, thief) are zero from allocation and must not be reset
      * here: a thread that lost the claim may already be adding an edge to succ. */
     atomic_store_explicit(&t->deps, 1, memory_order_relaxed);
     /* Relaxed: the decrement in tg_task_finish is acq_rel and comes later in modification
@@ -50,8 +50,10 @@ int tg_task_depend(tg_task *succ, tg_task *pred) {
             free(e);
             /* Relaxed: the hold keeps deps above 0 (see above). */
             atomic_fetch_sub_explicit(&succ->deps, 1, memory_order_relaxed);
-            /* Acquire (via the sealed list above) already ordered this after the final state. */
-            int st = atomic_load_explicit(&pred->state, memory_order_acquire);
+            /* Acquire: `final` is stored before the list is sealed, and the acquire load that saw
+             * TG_SEALED synchronised with the sealing exchange (the state itself may not be
+             * published yet: it is the finisher's last store). */
+            int st = atomic_load_explicit(&pred->final, memory_order_acquire);
             if (st == TG_DONE) return TG_DEP_DONE;
             /* Relaxed: published to the runner by the push that follows the hold's release. */
             atomic_store_explicit(&succ->poisoned, 1, memory_order_relaxed);
@@ -80,16 +82,20 @@ int tg_task_release_hold(tg_task *t) {
 
 int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task *), void *ctx) {
     tg_run *run = t->run;
-    /* Release: pairs with the acquire loads in tg_task_state and tg_task_depend; a thread that
-     * sees the final state sees the Python result stored before this call. */
-    atomic_store_explicit(&t->state, final, memory_order_release);
+    /* Relaxed: published by the release half of the exchange below. */
+    atomic_store_explicit(&t->final, final, memory_order_relaxed);
     /* acq_rel exchange: acquire pairs with the release CAS of every tg_task_depend that added
      * an edge (we see each edge's fields); release pairs with a later adder's acquire load of
-     * TG_SEALED (it sees the final state). */
+     * TG_SEALED (it sees `final`). The detached list now belongs to this thread. */
     tg_edge *e = atomic_exchange_explicit(&t->succ, TG_SEALED, memory_order_acq_rel);
+    /* Release: pairs with the acquire loads in tg_task_state; a thread that sees the final
+     * state sees the Python result stored before this call. This is the LAST access to t: a
+     * joiner that sees the state may free the task at once. Successors are released below, so
+     * a successor always sees its predecessors finished. */
+    atomic_store_explicit(&t->state, final, memory_order_release);
     while (e) {
         tg_edge *next = e->next;
-        tg_task *s = e->to;
+        tg_task *s = e->to;  /* a pending successor: alive until it has run */
         free(e);
         if (final != TG_DONE)
             /* Relaxed: ordered before the releasing decrement below (acq_rel). */

@@ -36,7 +36,7 @@ typedef struct tg_task {
     _Atomic int32_t state;    /* tg_state */
     _Atomic int32_t deps;     /* unfinished predecessors, +1 "hold" until tg_task_arm */
     _Atomic int32_t poisoned; /* a predecessor failed or was cancelled: do not run */
-    _Atomic int32_t waiter;   /* 1 + index of a worker parked in a join on this task, or 0 */
+    _Atomic int32_t final;    /* the final state, stored before the successor list is sealed */
     _Atomic int32_t thief;    /* 1 + index of the worker that stole it, or 0 */
     int32_t worker;           /* index of the worker that ran it (-1 before) */
     int32_t skip;             /* set when handed out: 1 = do not run (poisoned or run cancelled);
@@ -64,7 +64,9 @@ int tg_task_depend(tg_task *succ, tg_task *pred);
  * push it), else 0. */
 int tg_task_release_hold(tg_task *t);
 /* Marks a finished task and releases its successors. Each successor that becomes ready is
- * passed to ready(ctx, succ). Returns 1 if the finish ended the task's run (live reached 0). */
+ * passed to ready(ctx, succ). Returns 1 if the finish ended the task's run (live reached 0).
+ * The release store of the final state is this function's LAST access to t: a thread that
+ * sees the state may free the task at once. */
 int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task *), void *ctx);
 /* Asks that a claimed task not run: if it has not been handed out yet, it will be with skip=1
  * (its dependents are then cancelled too). No effect on a task already running or finished. */

@@ -29,6 +29,8 @@ typedef struct {
     pthread_mutex_t mu;       /* guards nothing but the wait on cv (see sleep.md) */
     pthread_cond_t cv;
     _Atomic int32_t sleeping; /* AWAKE / PARKED_*; a waker CASes it to AWAKE */
+    _Atomic(tg_task *) waiting_for; /* the task this worker is parked in a join for, or NULL;
+                                     * compared by finishers, never dereferenced by them */
     uint64_t rng;             /* owner only */
     _Atomic int64_t stats[TG_NSTATS]; /* written by the owner only, read by anyone */
 } tg_worker;
@@ -44,6 +46,7 @@ struct tg_pool {
     int64_t inj_head, inj_len, inj_cap;
     _Alignas(64) _Atomic int64_t inj_count;
     _Alignas(64) _Atomic uint64_t idle;
+    _Atomic int32_t joiners; /* workers registered in waiting_for (parked or about to park) */
     _Atomic uint32_t wake_rr; /* where wake_one starts looking (spreads wake-ups) */
 };
 
@@ -84,12 +87,14 @@ tg_pool *tg_pool_new(int nworkers) {
         pthread_mutex_init(&w->mu, NULL);
         pthread_cond_init(&w->cv, NULL);
         atomic_init(&w->sleeping, AWAKE);
+        atomic_init(&w->waiting_for, NULL);
         w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
         for (int k = 0; k < TG_NSTATS; k++) atomic_init(&w->stats[k], 0);
     }
     pthread_mutex_init(&p->inj_mu, NULL);
     atomic_init(&p->inj_count, 0);
     atomic_init(&p->idle, 0);
+    atomic_init(&p->joiners, 0);
     atomic_init(&p->shutdown, 0);
     atomic_init(&p->wake_rr, 0);
     return p;
@@ -270,14 +275,19 @@ static void on_ready(void *vctx, tg_task *s) {
 
 static int finish(tg_pool *p, int w, tg_task *t, int final) {
     ready_ctx c = {p, w, 0};
+    /* After this call t may already be freed by a thread that saw its final state: from here
+     * on t is only compared, never dereferenced. */
     int ended = tg_task_finish(t, (tg_state)final, on_ready, &c);
     if (c.pushed) notify_new_work(p);
-    /* seq_cst fence: pairs with the seq_cst fence in park() after a joiner stored `waiter`.
-     * Either we see the joiner's registration, or its re-check sees the final state
-     * (docs/design/sleep.md, rule 2). */
+    /* seq_cst fence: pairs with the seq_cst fence in park() after a joiner registered in
+     * waiting_for / joiners. Either we see the registration, or its re-check sees the final
+     * state (docs/design/sleep.md, rule 2). */
     atomic_thread_fence(memory_order_seq_cst);
-    int wt = atomic_load_explicit(&t->waiter, memory_order_relaxed);
-    if (wt) wake_worker(p, wt - 1, -1);
+    if (atomic_load_explicit(&p->joiners, memory_order_relaxed) > 0)
+        for (int i = 0; i < p->n; i++)
+            /* Relaxed: ordered by the fences; a pointer comparison only. */
+            if (atomic_load_explicit(&p->w[i].waiting_for, memory_order_relaxed) == t)
+                wake_worker(p, i, -1);
     return ended;
 }
 
@@ -343,8 +353,11 @@ static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
     tg_worker *me = &p->w[w];
     /* seq_cst: pairs with the CAS in wake_worker. */
     atomic_store_explicit(&me->sleeping, counted ? PARKED_IDLE : PARKED_JOIN, memory_order_seq_cst);
-    if (awaited) /* seq_cst: pairs with finish()'s load of waiter (after its fence). */
-        atomic_store_explicit(&awaited->waiter, w + 1, memory_order_seq_cst);
+    if (awaited) { /* seq_cst: pairs with finish()'s loads of joiners/waiting_for (after its
+                    * fence). waiting_for is stored before joiners is raised. */
+        atomic_store_explicit(&me->waiting_for, awaited, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&p->joiners, 1, memory_order_seq_cst);
+    }
     if (counted) /* seq_cst RMW: searching -> sleeping in one step; read by notify_new_work. */
         atomic_fetch_add_explicit(&p->idle, SLEEPER_ONE - SEARCH_ONE, memory_order_seq_cst);
     /* seq_cst fence: pairs with the fences in notify_new_work and finish(); see rules 1-2. */
@@ -361,7 +374,10 @@ static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
     } else {
         atomic_store_explicit(&me->sleeping, AWAKE, memory_order_seq_cst); /* see wake_worker */
     }
-    if (awaited) atomic_store_explicit(&awaited->waiter, 0, memory_order_relaxed); /* hint only */
+    if (awaited) { /* seq_cst: a finisher that still sees us only makes a spurious wake-up */
+        atomic_store_explicit(&me->waiting_for, NULL, memory_order_seq_cst);
+        atomic_fetch_sub_explicit(&p->joiners, 1, memory_order_seq_cst);
+    }
     if (counted) /* seq_cst RMW: no longer a sleeper (we search again from the caller). */
         atomic_fetch_sub_explicit(&p->idle, SLEEPER_ONE, memory_order_seq_cst);
 }

@@ -180,12 +180,12 @@ class Worker:
     def _skip(self, node):
         node[H] = None
         node[VAL] = _cancel_error(node)
+        rec = self.recorder
+        if rec is not None:  # before the inputs are dropped: the record keeps its data edges
+            rec.skipped(self, node)
         node[ARGS] = node[KWARGS] = None
         node[DEPS] = ()
         node[ST] = CANCELLED
-        rec = self.recorder
-        if rec is not None:
-            rec.skipped(self, node)
         return CANCELLED
 
     def _sync_children(self, node, failing):
@@ -516,40 +516,51 @@ class Scheduler:
         parent = None if w < 0 else self._workers[w].current
         seen = set()
         stack = [(n, False) for n in reversed(targets)]
+        held = {}  # claimed, not released yet: released (as cancelled) if this is interrupted
         claimed = 0
-        while stack:
-            n, wire = stack.pop()
-            if wire:
-                t = n[T]
-                for d in deps_of(n):
-                    if d[ST] is None and depend(t, d[T]) < 0:
-                        raise MemoryError(f"taskgraph: no memory for an edge of {n.key}")
-                if submit(pool, w, t) < 0:
-                    raise MemoryError(f"taskgraph: no memory to submit {n.key}")
-                continue
-            if n[ST] is not None or id(n) in seen:
-                continue
-            seen.add(id(n))
-            h = _new_handle(n)
-            if not claim(n[T], h, run_c):
-                continue  # already claimed by a run (maybe running now): edges wait for it
-            n[H] = h
-            n[SCHED] = self
-            if parent is not None:  # submitted from inside a task: part of its run
-                n[PARENT] = parent
-                n[RUN] = parent[RUN]
-                kids = parent[KIDS]
-                if kids is None:
-                    parent[KIDS] = [n]
+        try:
+            while stack:
+                n, wire = stack.pop()
+                if wire:
+                    t = n[T]
+                    for d in deps_of(n):
+                        if d[ST] is None and depend(t, d[T]) < 0:
+                            raise MemoryError(f"taskgraph: no memory for an edge of {n.key}")
+                    del held[id(n)]
+                    if submit(pool, w, t) < 0:
+                        raise MemoryError(f"taskgraph: no memory to submit {n.key}")
+                    continue
+                if n[ST] is not None or id(n) in seen:
+                    continue
+                seen.add(id(n))
+                h = _new_handle(n)
+                if not claim(n[T], h, run_c):
+                    continue  # already claimed by a run (maybe running now): edges wait for it
+                held[id(n)] = n
+                claimed += 1
+                n[H] = h
+                n[SCHED] = self
+                if parent is not None:  # submitted from inside a task: part of its run
+                    n[PARENT] = parent
+                    n[RUN] = parent[RUN]
+                    kids = parent[KIDS]
+                    if kids is None:
+                        parent[KIDS] = [n]
+                    else:
+                        kids.append(n)
                 else:
-                    kids.append(n)
-            else:
-                n[RUN] = run
-            claimed += 1
-            stack.append((n, True))
-            for d in deps_of(n):
-                if d[ST] is None and id(d) not in seen:
-                    stack.append((d, False))
+                    n[RUN] = run
+                stack.append((n, True))
+                for d in deps_of(n):
+                    if d[ST] is None and id(d) not in seen:
+                        stack.append((d, False))
+        except BaseException:
+            # Interrupted (Ctrl-C, out of memory): cancel the run, then release what we hold so
+            # that it drains as cancelled and the run can end. Nothing is left waiting forever.
+            lib.tg_run_cancel(run_c)
+            for n in held.values():
+                submit(pool, w, n[T])
+            raise
         return claimed
 
     def _drain(self):

@@ -164,11 +164,19 @@ class Trace:
     """
 
     def __init__(self, records=None, meta=None):
-        self.records: list[TaskRecord] = list(records or [])
+        self._records: list[TaskRecord] | None = list(records or [])
         self.meta = dict(meta or {})
         self._recorders = []
+        self._raw = None        # per-worker rows, turned into records on first use
         self._analysis = None
         self._open = False
+
+    @property
+    def records(self) -> list:
+        """The TaskRecords, in start order (built from the workers' buffers on first use)."""
+        if self._records is None:
+            self._build()
+        return self._records
 
     # --------------------------------------------------------- recording
     def __enter__(self):
@@ -179,21 +187,24 @@ class Trace:
     def __exit__(self, *exc):
         _registry.stop(self)
         self._open = False
-        self._merge()
+        self._raw, self._recorders = self._recorders, []
+        self._records = None  # built on first use: closing the block stays cheap
+        self.meta.setdefault("created", time.time())
+        self._analysis = None
 
     def _new_recorder(self, sched_no, index):
         rec = WorkerRecorder(sched_no, index)
         self._recorders.append(rec)
         return rec
 
-    def _merge(self):
+    def _build(self):
         names = {}
         rows = []
-        for rec in self._recorders:
+        for rec in self._raw or ():
             for row in rec.rows:
                 names[row[0]] = row[1]
                 rows.append((rec, row))
-        self._recorders = []
+        self._raw = None
         out = []
         for rec, (i, name, parent, deps, t0, t1, own, stolen, final, et, em) in rows:
             out.append(TaskRecord(
@@ -203,9 +214,7 @@ class Trace:
                 deps=[_key(names.get(d, "?"), d) for d in deps], stolen=bool(stolen),
                 state=_STATE.get(final, "failed"), error_type=et, error=em))
         out.sort(key=lambda r: (r.start, r.end))
-        self.records = out
-        self.meta.setdefault("created", time.time())
-        self._analysis = None
+        self._records = out
 
     # --------------------------------------------------------- analysis
     def _analyse(self):
@@ -358,7 +367,9 @@ class Trace:
         return len(self.records)
 
     def __repr__(self):
-        return f"<taskgraph.Trace {len(self.records)} tasks{' (recording)' if self._open else ''}>"
+        if self._open:
+            return "<taskgraph.Trace (recording)>"
+        return f"<taskgraph.Trace {len(self.records)} tasks>"
 
 
 def _ms(ns):

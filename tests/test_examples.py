@@ -25,3 +25,16 @@ def test_example_runs_and_checks_itself(name):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout
     assert "speed-up" in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_demo_trace_option_writes_graph_timeline_and_trace(tmp_path):
+    prefix = tmp_path / "demo" / "fib"
+    r = subprocess.run([sys.executable, str(EXAMPLES / "fib.py"), *SMALL["fib.py"],
+                        "--trace", str(prefix)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "parallelism" in r.stdout
+    assert (tmp_path / "demo" / "fib.tgtrace").exists()
+    assert (tmp_path / "demo" / "fib.json").exists()
+    # the picture, or its .dot source when Graphviz is missing
+    assert (tmp_path / "demo" / "fib.svg").exists() or (tmp_path / "demo" / "fib.dot").exists()

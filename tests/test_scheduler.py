@@ -435,6 +435,42 @@ def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
         assert s.compute(slow(-1)) == -1  # still usable
 
 
+def test_interrupted_submission_leaves_nothing_waiting(monkeypatch):
+    """Ctrl-C in the middle of submitting a big graph: what was claimed drains as cancelled."""
+    import taskgraph.scheduler as sched_mod
+
+    @tg.task
+    def inc(x):
+        return x + 1
+
+    node = inc(0)
+    chain = [node]
+    for _ in range(500):
+        node = inc(node)
+        chain.append(node)
+    real, calls = sched_mod._new_handle, [0]
+
+    def flaky(obj):
+        calls[0] += 1
+        if calls[0] == 300:
+            raise KeyboardInterrupt
+        return real(obj)
+
+    with tg.Scheduler(workers=2) as s:
+        monkeypatch.setattr(sched_mod, "_new_handle", flaky)
+        with pytest.raises(KeyboardInterrupt):
+            s.compute(node)
+        monkeypatch.setattr(sched_mod, "_new_handle", real)
+        claimed = [n for n in chain if n.state != "new"]
+        assert len(claimed) == 299
+        deadline = time.monotonic() + 10
+        while not all(n.done() for n in claimed) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert all(n.state == "cancelled" for n in claimed)
+        fresh = inc(41)
+        assert s.compute(fresh) == 42  # still usable
+
+
 # ---------------------------------------------------------------------- lifecycle
 def test_creating_and_closing_100_schedulers_leaves_no_thread():
     before = threading.active_count()

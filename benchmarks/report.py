@@ -1,0 +1,234 @@
+"""Turns suite results into benchmarks/results/latest.json, the tables and headline ratios of
+docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.png.
+
+    python benchmarks/report.py FT.json [GIL.json]
+
+Needs matplotlib for the plot (the `plot` extra; `make bench` installs it in .venv-gil, since
+matplotlib does not build on CPython 3.13t). Without it the tables are still written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "docs", "benchmarks.md")
+PNG = os.path.join(ROOT, "docs", "img", "benchmarks.png")
+LATEST = os.path.join(ROOT, "benchmarks", "results", "latest.json")
+BEGIN, END = "<!-- GENERATED: begin (benchmarks/report.py) -->", "<!-- GENERATED: end -->"
+TOOLS = ["serial", "taskgraph", "threadpool", "processpool", "joblib-threads", "joblib-loky",
+         "dask-threads"]
+LABEL = {"serial": "serial Python", "taskgraph": "**taskgraph**", "threadpool": "ThreadPoolExecutor",
+         "processpool": "ProcessPoolExecutor", "joblib-threads": "joblib (threading)",
+         "joblib-loky": "joblib (loky)", "dask-threads": "dask threaded"}
+
+
+def load(paths):
+    docs = [json.load(open(p)) for p in paths]
+    return docs[0], (docs[1] if len(docs) > 1 else None)
+
+
+def index(doc):
+    out = {}
+    for r in doc["results"]:
+        out[(r["workload"], r["tool"], r["workers"])] = r
+    return out
+
+
+def fmt_t(r):
+    if r is None:
+        return ""
+    if "na" in r:
+        return "n/a"
+    m, lo, hi = r["median"], r["min"], r["max"]
+    if m < 1e-3:
+        return f"{m * 1e6:.0f} us ({lo * 1e6:.0f}-{hi * 1e6:.0f})"
+    if m < 1:
+        return f"{m * 1e3:.1f} ms ({lo * 1e3:.1f}-{hi * 1e3:.1f})"
+    return f"{m:.2f} s ({lo:.2f}-{hi:.2f})"
+
+
+def ratio(a, b):
+    if not a or not b or "median" not in a or "median" not in b or not b["median"]:
+        return None
+    return a["median"] / b["median"]
+
+
+def tables(doc, gil):
+    ix = index(doc)
+    wls = sorted({r["workload"] for r in doc["results"]})
+    titles = {r["workload"]: r["title"] for r in doc["results"]}
+    lines = []
+    for w in wls:
+        lines.append(f"### {w}. {titles[w]}")
+        lines.append("")
+        serial = ix.get((w, "serial", 1))
+        extra = ""
+        if w == 1:
+            extra = " | us/task at 2 workers"
+        elif w == 5:
+            extra = " | cost per task incl. edges, 1 worker"
+        elif w == 7:
+            extra = " | steals/s, idle fraction (2 workers)"
+        lines.append("| tool | 1 worker | 2 workers | 4 workers | speed-up vs serial (2 workers)"
+                     + extra + " |")
+        lines.append("|---|---|---|---|---" + ("|---" if extra else "") + "|")
+        notes = []
+        for tool in TOOLS:
+            rs = [ix.get((w, tool, n)) for n in (1, 2, 4)]
+            if all(r is None for r in rs):
+                continue
+            if any(r is not None and "na" in r for r in rs):
+                na = next(r["na"] for r in rs if r is not None and "na" in r)
+                lines.append(f"| {LABEL[tool]} | n/a: {na} | | | |" + (" |" if extra else ""))
+                continue
+            # workload 1 measures per-task cost (task counts differ per tool): no speed-up column
+            sp = ratio(serial, rs[1]) if tool != "serial" and w != 1 else None
+            cells = [fmt_t(r) for r in rs]
+            if w == 4 and tool not in ("serial", "taskgraph"):
+                sp_cell = "not comparable (sample sort)"
+            else:
+                sp_cell = f"{sp:.2f}" if sp else ""
+            row = f"| {LABEL[tool]} | " + " | ".join(cells) + f" | {sp_cell} |"
+            if extra:
+                if w == 1 and rs[1]:
+                    row += f" {rs[1]['us_per_task']:.1f} ({rs[1]['tasks']} tasks) |"
+                elif w == 5 and rs[0] and "us_overhead_per_task" in rs[0]:
+                    row += f" {rs[0]['us_overhead_per_task']:.1f} us |"
+                elif w == 7 and rs[1] and "steals_per_s" in rs[1]:
+                    idle = max(0.0, 1 - serial["median"] / (2 * rs[1]["median"])) if serial else float("nan")
+                    row += f" {rs[1]['steals_per_s']:.0f}/s, {idle:.2f} |"
+                else:
+                    row += " |"
+            lines.append(row)
+            for r in rs:
+                note = r.get("note") if r else None
+                if note and w == 4:
+                    note = "sample sort: serial bucketing into 4 x workers parts, parallel sorted()"
+                if note and note not in notes:
+                    notes.append(note)
+        if w == 2:
+            t1, s = ix.get((2, "taskgraph", 1)), serial
+            if t1 and s:
+                lines.append("")
+                lines.append(f"Work overhead c1 = T1 / T_serial = **{ratio(t1, s):.1f}** "
+                             f"({t1['tasks']} tasks, {t1['median'] / t1['tasks'] * 1e6:.2f} us each).")
+        for n in notes:
+            lines.append("")
+            lines.append(f"Peers: {n}.")
+        lines.append("")
+    if gil:
+        gix = index(gil)
+        lines.append(f"### Free threading against the GIL (taskgraph, workloads 1, 3, 6)")
+        lines.append("")
+        lines.append(f"GIL build: Python {gil['env']['python']}, GIL enabled: "
+                     f"{gil['env']['gil_enabled']}. Free-threaded: Python {doc['env']['python']}, "
+                     f"GIL enabled: {doc['env']['gil_enabled']}.")
+        lines.append("")
+        lines.append("| workload | GIL build: speed-up at 2 workers | free-threaded: speed-up at 2 workers |")
+        lines.append("|---|---|---|")
+        for w in (1, 3, 6):
+            g = ratio(gix.get((w, "serial", 1)), gix.get((w, "taskgraph", 2)))
+            f = ratio(ix.get((w, "serial", 1)), ix.get((w, "taskgraph", 2)))
+            if w == 1:
+                gt, ft = gix.get((1, "taskgraph", 2)), ix.get((1, "taskgraph", 2))
+                lines.append(f"| 1 (us per trivial task) | {gt['us_per_task']:.1f} us | {ft['us_per_task']:.1f} us |"
+                             if gt and ft else "| 1 | | |")
+            else:
+                lines.append(f"| {w} | {g:.2f} | {f:.2f} |" if g and f else f"| {w} | | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def headline(doc):
+    ix = index(doc)
+    h = []
+    tg2, tpe2, dk2 = ix.get((1, "taskgraph", 2)), ix.get((1, "threadpool", 2)), ix.get((1, "dask-threads", 2))
+    if tg2 and tpe2 and dk2:
+        h.append(f"- trivial-task overhead at 2 workers: taskgraph {tg2['us_per_task']:.1f} us/task, "
+                 f"**{tpe2['us_per_task'] / tg2['us_per_task']:.1f}x lower** than ThreadPoolExecutor "
+                 f"({tpe2['us_per_task']:.1f} us) and **{dk2['us_per_task'] / tg2['us_per_task']:.0f}x lower** "
+                 f"than dask threaded ({dk2['us_per_task']:.0f} us); targets 10x and 100x.")
+    s3, t3 = ix.get((3, "serial", 1)), ix.get((3, "taskgraph", 2))
+    if s3 and t3:
+        h.append(f"- fib with a cutoff (leaves ~100 us), 2 workers: speed-up **{ratio(s3, t3):.2f}** "
+                 "over serial; target 1.8.")
+    s6, t6, p6 = ix.get((6, "serial", 1)), ix.get((6, "taskgraph", 2)), ix.get((6, "threadpool", 2))
+    if s6 and t6 and p6:
+        h.append(f"- coarse map, 2 workers: taskgraph speed-up **{ratio(s6, t6):.2f}**, "
+                 f"ThreadPoolExecutor {ratio(s6, p6):.2f}; target: at least ThreadPoolExecutor's.")
+    s2, t2 = ix.get((2, "serial", 1)), ix.get((2, "taskgraph", 1))
+    if s2 and t2:
+        h.append(f"- fib without cutoff, 1 worker: c1 = **{ratio(t2, s2):.1f}**; target <= 15.")
+    t5 = ix.get((5, "taskgraph", 1))
+    if t5 and "us_overhead_per_task" in t5:
+        h.append(f"- stencil DAG, 1 worker: **{t5['us_overhead_per_task']:.1f} us** per task "
+                 "including its 3 edges; target <= 3 us.")
+    return "\n".join(h)
+
+
+def plot(doc):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot (pip install matplotlib)")
+        return False
+    ix = index(doc)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for w, title in sorted({(r["workload"], r["title"]) for r in doc["results"]}):
+        if w in (1, 2):  # overhead workloads: per-task cost (right panel) and c1 (table)
+            continue
+        s = ix.get((w, "serial", 1))
+        ys = [ratio(s, ix.get((w, "taskgraph", n))) for n in (1, 2, 4)]
+        if s and all(ys):
+            a1.plot([1, 2, 4], ys, marker="o", label=f"{w}. {title}")
+    a1.plot([1, 2, 4], [1, 2, 2], ":", color="grey", label="ideal on 2 cores")
+    a1.set_xlabel("workers")
+    a1.set_ylabel("speed-up over serial Python")
+    a1.set_xticks([1, 2, 4])
+    a1.set_title("taskgraph: speed-up vs workers (2-core machine)")
+    a1.legend(fontsize=7)
+    a1.grid(alpha=0.3)
+    tools = [t for t in TOOLS if t != "serial" and ix.get((1, t, 2)) and "us_per_task" in ix[(1, t, 2)]]
+    vals = [ix[(1, t, 2)]["us_per_task"] for t in tools]
+    a2.bar(range(len(tools)), vals, color=["#c0392b" if t == "taskgraph" else "#7f8c8d" for t in tools])
+    a2.set_yscale("log")
+    a2.set_xticks(range(len(tools)))
+    a2.set_xticklabels([LABEL[t].strip("*") for t in tools], rotation=25, ha="right", fontsize=8)
+    a2.set_ylabel("us per trivial task (log)")
+    a2.set_title("per-task overhead, 2 workers")
+    for i, v in enumerate(vals):
+        a2.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(PNG), exist_ok=True)
+    fig.savefig(PNG, dpi=90)
+    return True
+
+
+def main(argv):
+    doc, gil = load(argv[1:])
+    merged = {"free_threaded": doc, "gil_build": gil}
+    os.makedirs(os.path.dirname(LATEST), exist_ok=True)
+    with open(LATEST, "w") as f:
+        json.dump(merged, f, indent=1)
+    env = doc["env"]
+    gen = [BEGIN, "",
+           f"Measured {'(quick sizes) ' if env['quick'] else ''}on {env['cpus']} CPUs ({env['machine']}), "
+           f"Python {env['python']}, free-threaded build: {env['free_threaded_build']}, GIL enabled "
+           f"in every run: {env['gil_enabled']}; versions: "
+           + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + ".", "",
+           "**Headline (2 workers unless said):**", "", headline(doc), "",
+           "![speed-up vs workers, and per-task overhead per tool](img/benchmarks.png)"
+           if plot(doc) else "", "", tables(doc, gil), END]
+    text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    a, b = text.index(BEGIN), text.index(END) + len(END)
+    with open(DOC, "w") as f:
+        f.write(text[:a] + "\n".join(gen) + text[b:])
+    print(f"wrote {LATEST}, {DOC}" + (f", {PNG}" if os.path.exists(PNG) else ""))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
