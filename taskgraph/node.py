@@ -221,12 +221,12 @@ def _scan_into(x, out):
                 _scan_into(v, out)
 
 
-def scan_nodes(args, kwargs=None):
+def scan_nodes(args, kwargs=None, _nodey=None, type=type):
     """Nodes anywhere inside args (a tuple) and kwargs (a dict), without duplicates, in order
-    of first appearance; () when there are none (the common fork-join case)."""
+    of first appearance; () when there are none (the common fork-join case: checked with one
+    set lookup per argument, names bound locally because globals are slow on 3.13t)."""
     for a in args:
-        t = type(a)
-        if t is Node or t is list or t is tuple or t is dict or t is set or t is frozenset:
+        if type(a) in _nodey:
             break
     else:
         if not kwargs:
@@ -239,6 +239,9 @@ def scan_nodes(args, kwargs=None):
         seen = set()
         out = [n for n in out if not (id(n) in seen or seen.add(id(n)))]
     return out
+
+
+scan_nodes.__defaults__ = (None, frozenset({Node, *_CONTAINERS}), type)
 
 
 def deps_of(node):

@@ -119,18 +119,19 @@ class Worker:
 
     def _loop(self, T=T):
         pool, w, out, step, run = self.pool, self.index, self.out, lib.tg_next, self._run
+        from_handle, TASK, SKIP, ENDED = _from_handle, _TASK, _SKIP, _ENDED  # locals: cheaper
         done, final, node = NULL, 0, None
         while True:
             r = step(pool, w, done, final, out)
-            if r == _TASK:
-                node = _from_handle(out[0])
+            if r == TASK:
+                node = from_handle(out[0])
                 final = run(node) if self.recorder is None else self.recorder.run(self, node)
                 done = node[T]
-            elif r == _SKIP:
-                node = _from_handle(out[0])
+            elif r == SKIP:
+                node = from_handle(out[0])
                 final = self._skip(node)
                 done = node[T]
-            elif r == _ENDED:
+            elif r == ENDED:
                 _run_ended(node)
                 done, node = NULL, None
             else:  # TG_NEXT_SHUTDOWN
@@ -211,7 +212,8 @@ class Worker:
 
     # ------------------------------------------------------------------ spawning and joining
     def spawn(self, node, ARGS=ARGS, KWARGS=KWARGS, DEPS=DEPS, T=T, H=H, RUN=RUN,
-              PARENT=PARENT, KIDS=KIDS, SCHED=SCHED, ST=ST, SEEN=SEEN):
+              PARENT=PARENT, KIDS=KIDS, SCHED=SCHED, ST=ST, SEEN=SEEN, scan_nodes=scan_nodes,
+              new_handle=_new_handle, tg_spawn=_spawn):
         """Pushes a node created inside a running task onto this worker's deque."""
         parent = self.current
         deps = node[DEPS] = scan_nodes(node[ARGS], node[KWARGS])
@@ -229,8 +231,8 @@ class Worker:
             n = len(kids)
             if n >= 64 and not n & (n - 1):  # at powers of two: forget finished, seen kids
                 parent[KIDS] = [k for k in kids if k[ST] is None or not k[SEEN]]
-        h = node[H] = _new_handle(node)
-        if _spawn(self.pool, self.index, node[T], h, run._c) != 1:
+        h = node[H] = new_handle(node)
+        if tg_spawn(self.pool, self.index, node[T], h, run._c) != 1:
             raise MemoryError(f"taskgraph: could not spawn {node.key}")
 
     def join(self, node, T=T, ST=ST, RUN=RUN):
@@ -252,18 +254,19 @@ class Worker:
         rec = self.recorder
         if rec is not None:
             t_join, g_join = _perf_ns(), _trace._gc_ns[0]
+        from_handle, TASK, SKIP, JOINED = _from_handle, _TASK, _SKIP, _JOINED  # locals: cheaper
         try:
             while True:
                 r = step(pool, w, t, done, final, steal, out)
-                if r == _TASK:
-                    n = _from_handle(out[0])
+                if r == TASK:
+                    n = from_handle(out[0])
                     final = run(n) if self.recorder is None else self.recorder.run(self, n)
                     done = n[T]
-                elif r == _SKIP:
-                    n = _from_handle(out[0])
+                elif r == SKIP:
+                    n = from_handle(out[0])
                     final = self._skip(n)
                     done = n[T]
-                elif r == _JOINED:
+                elif r == JOINED:
                     return
                 elif r == _ENDED:
                     _run_ended(n)
