@@ -30,7 +30,7 @@ def plain_call():
 @tg.task
 def probe():
     w = _context.mode()
-    pool, idx = w.pool, w.index
+    pool = w.pool
     node = Node((f, (), {}, None, ffi.new("tg_task *"), None, None, None, None, None, None,
                  False, "f", 0, None))
     h = ffi.new_handle(node)

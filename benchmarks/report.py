@@ -120,7 +120,7 @@ def tables(doc, gil):
         lines.append("")
     if gil:
         gix = index(gil)
-        lines.append(f"### Free threading against the GIL (taskgraph, workloads 1, 3, 6)")
+        lines.append("### Free threading against the GIL (taskgraph, workloads 1, 3, 6)")
         lines.append("")
         lines.append(f"GIL build: Python {gil['env']['python']}, GIL enabled: "
                      f"{gil['env']['gil_enabled']}. Free-threaded: Python {doc['env']['python']}, "

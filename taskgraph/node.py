@@ -19,10 +19,10 @@ from __future__ import annotations
 import time
 
 from taskgraph import _context
-from taskgraph._native import ffi, lib
+from taskgraph._native import lib
 from taskgraph.errors import SchedulerClosedError, TaskgraphError
 
-__all__ = ["Node", "scan_nodes", "substitute", "new_node", "NEW", "PENDING", "READY",
+__all__ = ["Node", "scan_nodes", "substitute", "deps_of", "NEW", "PENDING", "READY",
            "RUNNING", "DONE", "FAILED", "CANCELLED", "STATE_NAMES"]
 
 NEW, PENDING, READY, RUNNING, DONE, FAILED, CANCELLED = range(7)
@@ -45,7 +45,6 @@ NAME = 12   # the task's name
 ID = 13     # number for the key, given on first use of .key (0 until then)
 SCHED = 14  # the Scheduler that claimed it, or None
 
-_new_task = ffi.new
 _task_state = lib.tg_task_state
 _set_id = lib.tg_task_set_id
 _mode = _context.mode
@@ -189,12 +188,6 @@ class Node(list):
                 raise TimeoutError(f"node {self.key} not done after {timeout} s")
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
-
-
-def new_node(fn, name, args, kwargs):
-    """A new lazy Node (dependencies not scanned yet)."""
-    return Node((fn, args, kwargs, None, _new_task("tg_task *"), None, None, None, None, None,
-                 None, False, name, 0, None))
 
 
 # ---------------------------------------------------------------------- arguments

@@ -60,15 +60,13 @@ def usable_cpus() -> int:
 class Run:
     """One compute() call: the tasks it submitted and everything they spawn."""
 
-    __slots__ = ("_c", "event", "roots", "error", "error_key", "reason", "sched", "lock",
-                 "__weakref__")
+    __slots__ = ("_c", "event", "roots", "error", "reason", "sched", "lock", "__weakref__")
 
     def __init__(self, sched, roots):
         self._c = ffi.new("tg_run *")
         self.event = threading.Event()   # set when the run's last task finished
         self.roots = roots               # keeps the run's nodes reachable until it ends
         self.error = None                # first failure of a top-level node (fail fast)
-        self.error_key = None
         self.reason = None               # why the run was cancelled, for CancelledError
         self.sched = sched
         self.lock = threading.Lock()     # guards error/reason: taken once per failure
@@ -83,7 +81,6 @@ class Run:
         with self.lock:
             if self.error is None:
                 self.error = exc
-                self.error_key = node.key
             if self.reason is None:
                 self.reason = f"task {node.key} failed ({type(exc).__name__})"
         lib.tg_run_cancel(self._c)

@@ -338,7 +338,8 @@ def test_failed_parent_cancels_siblings_not_started():
 
     @tg.task
     def parent():
-        kids = [sib(i) for i in range(200)]  # pushed on this worker's deque
+        for i in range(200):  # pushed on this worker's deque, never joined explicitly
+            sib(i)
         raise Boom("parent")
 
     with tg.Scheduler(workers=1) as s:
