@@ -17,24 +17,8 @@ import time
 import taskgraph as tg
 
 
-def fib_serial(n):
-    return n if n < 2 else fib_serial(n - 1) + fib_serial(n - 2)
-
-
-@tg.task(name="fib")
-def fib(n, cutoff=0):
-    if n <= max(cutoff, 1):
-        return fib_serial(n)
-    a = fib(n - 1, cutoff)
-    b = fib(n - 2, cutoff)
-    return a.result() + b.result()
-
-
-def trivial(i):
-    return i
-
-
-trivial_t = tg.task(trivial, name="trivial")
+from suite import fib_serial, trivial, trivial_t  # the suite's task bodies (same folder)
+from suite import fib_t as fib
 
 
 @tg.task

@@ -524,8 +524,12 @@ class Scheduler:
                 if wire:
                     t = n[T]
                     for d in deps_of(n):
-                        if d[ST] is None and depend(t, d[T]) < 0:
-                            raise MemoryError(f"taskgraph: no memory for an edge of {n.key}")
+                        st = d[ST]
+                        if st is None:
+                            if depend(t, d[T]) < 0:
+                                raise MemoryError(f"taskgraph: no memory for an edge of {n.key}")
+                        elif st != DONE:  # already failed/cancelled (its C finish may still be
+                            lib.tg_task_cancel(t)  # under way): this node must not run either
                     del held[id(n)]
                     if submit(pool, w, t) < 0:
                         raise MemoryError(f"taskgraph: no memory to submit {n.key}")

@@ -7,20 +7,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import taskgraph as tg
+from helpers import fib
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def fib_serial(n):
-    return n if n < 2 else fib_serial(n - 1) + fib_serial(n - 2)
-
-
-@tg.task(name="fib")
-def fib(n, cutoff=0):
-    if n <= max(cutoff, 1):
-        return fib_serial(n)
-    a, b = fib(n - 1, cutoff), fib(n - 2, cutoff)
-    return a.result() + b.result()
 
 
 @pytest.fixture(scope="module")

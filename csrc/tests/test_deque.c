@@ -4,6 +4,7 @@
  *
  * Items are encoded as (value + 1) so a zeroed slot can never pass for an item. */
 #include "../deque.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -12,17 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fprintf(stderr, "\n");                                                            \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
-static int sanitized(void) { return getenv("TG_SANITIZED") != NULL; }
 
 static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
     uint64_t x = *s;
@@ -283,16 +274,8 @@ static void test_sequential(void) {
     printf("ok sequential semantics\n");
 }
 
-static void on_alarm(int sig) {
-    (void)sig;
-    static const char msg[] = "FAILED: deque test timed out (hang)\n";
-    write(2, msg, sizeof msg - 1);
-    _exit(2);
-}
-
 int main(void) {
-    signal(SIGALRM, on_alarm);
-    alarm(sanitized() ? 600 : 240);
+    tg_test_watchdog(sanitized() ? 600 : 240);
     test_sequential();
     test_conservation_sweep();
     test_last_element_race();

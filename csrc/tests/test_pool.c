@@ -5,6 +5,7 @@
  * Run plain and under ThreadSanitizer / AddressSanitizer by the Makefile, under alarm(). */
 #include "../graph.h"
 #include "../pool.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -14,17 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fprintf(stderr, "\n");                                                            \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
-static int sanitized(void) { return getenv("TG_SANITIZED") != NULL; }
 
 typedef struct job job;
 typedef int (*job_fn)(tg_pool *p, int w, job *j); /* returns the final state */
@@ -241,16 +232,8 @@ static void test_idle_parks(tg_pool *p, int nw) {
     printf("ok idle workers park (%.4f s CPU over 0.5 s idle)\n", cpu);
 }
 
-static void on_alarm(int sig) {
-    (void)sig;
-    static const char msg[] = "FAILED: pool test timed out (hang)\n";
-    write(2, msg, sizeof msg - 1);
-    _exit(2);
-}
-
 int main(void) {
-    signal(SIGALRM, on_alarm);
-    alarm(sanitized() ? 600 : 240);
+    tg_test_watchdog(sanitized() ? 600 : 240);
     int sizes[] = {1, 2, 4, 8};
     for (int si = 0; si < 4; si++) {
         int nw = sizes[si];

@@ -1,0 +1,20 @@
+"""Tasks shared by several test modules."""
+import taskgraph as tg
+
+
+def fib_serial(n):
+    return n if n < 2 else fib_serial(n - 1) + fib_serial(n - 2)
+
+
+@tg.task(name="fib")
+def fib(n, cutoff=0):
+    if n <= max(cutoff, 1):
+        return fib_serial(n)
+    a = fib(n - 1, cutoff)
+    b = fib(n - 2, cutoff)
+    return a.result() + b.result()
+
+
+def fib_calls(n, cutoff=0):
+    """How many tasks fib(n, cutoff) creates."""
+    return 1 if n <= max(cutoff, 1) else 1 + fib_calls(n - 1, cutoff) + fib_calls(n - 2, cutoff)
