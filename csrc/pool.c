@@ -7,7 +7,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "deque.h"
 
@@ -49,12 +48,6 @@ struct tg_pool {
     _Atomic int32_t joiners; /* workers registered in waiting_for (parked or about to park) */
     _Atomic uint32_t wake_rr; /* where wake_one starts looking (spreads wake-ups) */
 };
-
-int64_t tg_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static inline void stat_inc(tg_worker *me, int k) {
     /* Relaxed load + store: single writer (the owner); readers only need a recent value. */

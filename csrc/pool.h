@@ -68,7 +68,5 @@ void tg_run_cancel(tg_run *r);
 void tg_pool_stats(tg_pool *p, int w, int64_t *out);
 /* Approximate number of queued tasks (all deques and the injector). */
 int64_t tg_pool_queued(tg_pool *p);
-/* CLOCK_MONOTONIC in nanoseconds. */
-int64_t tg_now_ns(void);
 
 #endif

@@ -61,7 +61,6 @@ int tg_pool_drain(tg_pool *p, tg_task *done, int final, void **out);
 void tg_run_cancel(tg_run *r);
 void tg_pool_stats(tg_pool *p, int w, int64_t *out);
 int64_t tg_pool_queued(tg_pool *p);
-int64_t tg_now_ns(void);
 """
 
 ffibuilder = FFI()

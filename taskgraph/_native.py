@@ -83,7 +83,6 @@ def _warm_up() -> None:
     lib.tg_run_cancel(run)
     lib.tg_run_release(run)
     lib.tg_state_name(0)
-    lib.tg_now_ns()
     lib.tg_pool_free(p)
     # tg_spawn / tg_next / tg_join are touched by the same declarations above (cffi builds
     # each function's wrapper on first getattr, done for all names at the top).
