@@ -6,8 +6,8 @@ GILPY := .venv-gil/bin/python
 REPORTPY := $(shell [ -x .venv-gil/bin/python ] && echo .venv-gil/bin/python || echo .venv/bin/python)
 CC    ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc
-CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c
-CTESTS := deque pool
+CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c csrc/trace.c
+CTESTS := deque graph pool sleep
 BUILD := build
 
 .PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo pictures bench bench-deps bench-quick clean

@@ -1,5 +1,26 @@
-# The cffi extension (taskgraph._cnative) is declared here because cffi_modules is a
-# setup() keyword; everything else is in pyproject.toml.
-from setuptools import setup
+# The C extension taskgraph._core: the scheduler core (csrc/*.c, plain C11) and the per-task
+# path written against the CPython C API (csrc/py/*.c), in one shared object. cffi binds the
+# core's non-per-task functions from that same object at run time (taskgraph/_native.py,
+# ABI mode), so there is one copy of the core per process. Everything else is in
+# pyproject.toml.
+import glob
+import os
 
-setup(cffi_modules=["taskgraph/_build_native.py:ffibuilder"])
+from setuptools import Extension, setup
+
+CORE = ["csrc/deque.c", "csrc/graph.c", "csrc/pool.c", "csrc/trace.c"]
+FACE = sorted(glob.glob("csrc/py/*.c"))
+# TASKGRAPH_CFLAGS adds flags for special builds (the AddressSanitizer build of `make
+# test-asan` passes -fsanitize=address,undefined there).
+extra = os.environ.get("TASKGRAPH_CFLAGS", "").split()
+
+setup(ext_modules=[Extension(
+    "taskgraph._core",
+    sources=CORE + FACE,
+    include_dirs=["csrc"],
+    depends=sorted(glob.glob("csrc/*.h") + glob.glob("csrc/py/*.h")),
+    extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra",
+                        "-Wno-unused-parameter", "-Wno-missing-field-initializers",
+                        "-Wno-cast-function-type"] + extra,
+    extra_link_args=[f for f in extra if f.startswith("-fsanitize")],
+)])

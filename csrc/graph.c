@@ -12,13 +12,12 @@ struct tg_edge {
 /* Marks a successor list that its task has finished: nobody may add edges any more. */
 #define TG_SEALED ((tg_edge *)(uintptr_t)1)
 
-int tg_task_claim(tg_task *t, void *handle, tg_run *run) {
+int tg_task_claim(tg_task *t, tg_run *run) {
     int expect = TG_NEW;
     /* acq_rel CAS: exactly one claimer wins; pairs with other claimers' CAS. */
     if (!atomic_compare_exchange_strong_explicit(&t->state, &expect, TG_PENDING,
                                                  memory_order_acq_rel, memory_order_acquire))
         return 0;
-    t->handle = handle;
     t->run = run;
     t->worker = -1;
     /* Relaxed: nothing is published yet; the push that publishes the task (release store of
@@ -32,14 +31,25 @@ int tg_task_claim(tg_task *t, void *handle, tg_run *run) {
     return 1;
 }
 
-int tg_task_depend(tg_task *succ, tg_task *pred) {
+int tg_task_claim_inline(tg_task *t) {
+    int expect = TG_NEW;
+    /* acq_rel CAS: as in tg_task_claim, one claimer wins. */
+    if (!atomic_compare_exchange_strong_explicit(&t->state, &expect, TG_RUNNING,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return 0;
+    t->run = NULL;
+    t->worker = -1;
+    return 1;
+}
+
+tg_dep_result tg_task_depend(tg_task *succ, tg_task *pred) {
     /* Relaxed: succ still holds its +1, so deps cannot reach 0 meanwhile; the decrement that
      * later releases succ is acq_rel. */
     atomic_fetch_add_explicit(&succ->deps, 1, memory_order_relaxed);
     tg_edge *e = malloc(sizeof *e);
     if (!e) {
-        atomic_fetch_sub_explicit(&succ->deps, 1, memory_order_relaxed);
-        return -1;
+        atomic_fetch_sub_explicit(&succ->deps, 1, memory_order_relaxed); /* as above */
+        return TG_DEP_NOMEM;
     }
     e->to = succ;
     /* Acquire: pairs with the acq_rel exchange that seals the list in tg_task_finish, so if we
@@ -51,12 +61,10 @@ int tg_task_depend(tg_task *succ, tg_task *pred) {
             /* Relaxed: the hold keeps deps above 0 (see above). */
             atomic_fetch_sub_explicit(&succ->deps, 1, memory_order_relaxed);
             /* Acquire: `final` is stored before the list is sealed, and the acquire load that saw
-             * TG_SEALED synchronised with the sealing exchange (the state itself may not be
-             * published yet: it is the finisher's last store). */
+             * TG_SEALED synchronised with the sealing exchange. */
             int st = atomic_load_explicit(&pred->final, memory_order_acquire);
             if (st == TG_DONE) return TG_DEP_DONE;
-            /* Relaxed: published to the runner by the push that follows the hold's release. */
-            atomic_store_explicit(&succ->poisoned, 1, memory_order_relaxed);
+            tg_task_cancel(succ, TG_POISON_DEP);
             return TG_DEP_POISON;
         }
         e->next = head;
@@ -89,17 +97,16 @@ int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task 
      * TG_SEALED (it sees `final`). The detached list now belongs to this thread. */
     tg_edge *e = atomic_exchange_explicit(&t->succ, TG_SEALED, memory_order_acq_rel);
     /* Release: pairs with the acquire loads in tg_task_state; a thread that sees the final
-     * state sees the Python result stored before this call. This is the LAST access to t: a
-     * joiner that sees the state may free the task at once. Successors are released below, so
-     * a successor always sees its predecessors finished. */
+     * state sees the result stored before this call. Successors are released below, so a
+     * successor always sees its predecessors finished. */
     atomic_store_explicit(&t->state, final, memory_order_release);
     while (e) {
         tg_edge *next = e->next;
-        tg_task *s = e->to;  /* a pending successor: alive until it has run */
+        tg_task *s = e->to; /* a pending successor: kept alive by its owner until it has run */
         free(e);
         if (final != TG_DONE)
-            /* Relaxed: ordered before the releasing decrement below (acq_rel). */
-            atomic_store_explicit(&s->poisoned, 1, memory_order_relaxed);
+            /* Ordered before the releasing decrement below (acq_rel). */
+            tg_task_cancel(s, TG_POISON_DEP);
         /* acq_rel: pairs with tg_task_release_hold and other predecessors' decrements. */
         if (atomic_fetch_sub_explicit(&s->deps, 1, memory_order_acq_rel) == 1) {
             atomic_store_explicit(&s->state, TG_READY, memory_order_relaxed); /* sole writer */
@@ -107,13 +114,23 @@ int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task 
         }
         e = next;
     }
+    if (!run) return 0; /* claimed inline: no run */
     /* acq_rel: the thread that takes live to 0 sees every other finish of the run. */
     return atomic_fetch_sub_explicit(&run->live, 1, memory_order_acq_rel) == 1;
 }
 
-void tg_task_cancel(tg_task *t) {
-    /* Relaxed: read at hand-out time (see tg_run_cancel in pool.c for why late is fine). */
-    atomic_store_explicit(&t->poisoned, 1, memory_order_relaxed);
+void tg_task_cancel(tg_task *t, tg_poison why) {
+    int expect = TG_POISON_NONE;
+    /* Release CAS (first reason wins): pairs with the acquire load in tg_task_poisoned at
+     * hand-out, so the runner that skips the task sees what the canceller wrote before (the
+     * exception of a failing parent). Relaxed on failure: a reason is already there. */
+    atomic_compare_exchange_strong_explicit(&t->poisoned, &expect, (int32_t)why,
+                                            memory_order_release, memory_order_relaxed);
+}
+
+int tg_task_poisoned(const tg_task *t) {
+    /* Acquire: pairs with the release CAS in tg_task_cancel. */
+    return atomic_load_explicit(&((tg_task *)t)->poisoned, memory_order_acquire);
 }
 
 uint64_t tg_task_set_id(tg_task *t, uint64_t id) {
@@ -123,6 +140,11 @@ uint64_t tg_task_set_id(tg_task *t, uint64_t id) {
                                                 memory_order_acquire))
         return id;
     return expect;
+}
+
+uint64_t tg_task_id(const tg_task *t) {
+    /* Acquire: pairs with the CAS in tg_task_set_id (the number is all there is to see). */
+    return atomic_load_explicit(&((tg_task *)t)->id, memory_order_acquire);
 }
 
 void tg_run_hold(tg_run *r) {
@@ -135,13 +157,27 @@ int tg_run_release(tg_run *r) {
     return atomic_fetch_sub_explicit(&r->live, 1, memory_order_acq_rel) == 1;
 }
 
+void tg_run_cancel(tg_run *r) {
+    /* Relaxed: a flag read at hand-out time; being seen a little late only lets a task that
+     * was about to start, start. */
+    atomic_store_explicit(&r->cancelled, 1, memory_order_relaxed);
+}
+
+int tg_run_is_cancelled(const tg_run *r) {
+    return atomic_load_explicit(&((tg_run *)r)->cancelled, memory_order_relaxed); /* see above */
+}
+
+int64_t tg_run_live(const tg_run *r) {
+    return atomic_load_explicit(&((tg_run *)r)->live, memory_order_relaxed); /* an estimate */
+}
+
 int tg_task_state(const tg_task *t) {
     /* Acquire: pairs with the release store of the final state in tg_task_finish. */
     return atomic_load_explicit(&((tg_task *)t)->state, memory_order_acquire);
 }
 
 const char *tg_state_name(int state) {
-    static const char *names[] = {"new", "pending", "ready", "running", "done", "failed",
-                                  "cancelled"};
-    return state >= 0 && state <= 6 ? names[state] : "invalid";
+    static const char *names[TG_NSTATES] = {"new", "pending", "ready", "running", "done",
+                                            "failed", "cancelled"};
+    return state >= 0 && state < TG_NSTATES ? names[state] : "invalid";
 }

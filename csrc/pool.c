@@ -19,15 +19,20 @@
 #define SEARCHERS(v) ((uint32_t)((v) >> 32))
 
 /* Values of tg_worker.sleeping. */
-enum { AWAKE = 0, PARKED_IDLE = 1 /* wakeable by new work */, PARKED_JOIN = 2 /* only by its task */ };
+typedef enum {
+    AWAKE = 0,
+    PARKED_IDLE = 1, /* wakeable by new work */
+    PARKED_JOIN = 2  /* only by the task it waits for (or shutdown) */
+} sleep_state;
 
-#define SEARCH_ROUNDS 48 /* spin/yield rounds of stealing before parking */
+#define SEARCH_ROUNDS 48     /* spin/yield rounds of stealing before parking */
+#define INJECT_BATCH_MAX 32  /* most tasks a worker takes from the injector at once */
 
 typedef struct {
     _Alignas(64) tg_deque *dq;
     pthread_mutex_t mu;       /* guards nothing but the wait on cv (see sleep.md) */
     pthread_cond_t cv;
-    _Atomic int32_t sleeping; /* AWAKE / PARKED_*; a waker CASes it to AWAKE */
+    _Atomic int32_t sleeping; /* sleep_state; a waker CASes it to AWAKE */
     _Atomic(tg_task *) waiting_for; /* the task this worker is parked in a join for, or NULL;
                                      * compared by finishers, never dereferenced by them */
     uint64_t rng;             /* owner only */
@@ -47,9 +52,12 @@ struct tg_pool {
     _Alignas(64) _Atomic uint64_t idle;
     _Atomic int32_t joiners; /* workers registered in waiting_for (parked or about to park) */
     _Atomic uint32_t wake_rr; /* where wake_one starts looking (spreads wake-ups) */
+    tg_idle_fn idle_begin, idle_end; /* set before the workers start */
+    void (*park_probe)(void *ctx, int w); /* tests only */
+    void *probe_ctx;
 };
 
-static inline void stat_inc(tg_worker *me, int k) {
+static inline void stat_inc(tg_worker *me, tg_stat k) {
     /* Relaxed load + store: single writer (the owner); readers only need a recent value. */
     atomic_store_explicit(&me->stats[k], atomic_load_explicit(&me->stats[k], memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -63,6 +71,8 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static void no_hook(void *ctx) { (void)ctx; }
+
 tg_pool *tg_pool_new(int nworkers) {
     if (nworkers < 1 || nworkers > 4096) return NULL;
     tg_pool *p = calloc(1, sizeof *p);
@@ -72,6 +82,7 @@ tg_pool *tg_pool_new(int nworkers) {
     p->inj_cap = 64;
     p->inj_buf = malloc(sizeof(uint64_t) * (size_t)p->inj_cap);
     if (!p->w || !p->inj_buf) goto fail;
+    /* Zero-filled: a worker whose deque was not allocated yet has dq == NULL (see fail). */
     memset(p->w, 0, sizeof(tg_worker) * (size_t)nworkers);
     for (int i = 0; i < nworkers; i++) {
         tg_worker *w = &p->w[i];
@@ -90,10 +101,15 @@ tg_pool *tg_pool_new(int nworkers) {
     atomic_init(&p->joiners, 0);
     atomic_init(&p->shutdown, 0);
     atomic_init(&p->wake_rr, 0);
+    p->idle_begin = p->idle_end = no_hook;
     return p;
 fail:
     if (p->w)
-        for (int i = 0; i < nworkers; i++) tg_deque_free(p->w[i].dq);
+        for (int i = 0; i < nworkers && p->w[i].dq; i++) {
+            tg_deque_free(p->w[i].dq);
+            pthread_mutex_destroy(&p->w[i].mu);
+            pthread_cond_destroy(&p->w[i].cv);
+        }
     free(p->w);
     free(p->inj_buf);
     free(p);
@@ -113,10 +129,16 @@ void tg_pool_free(tg_pool *p) {
     free(p);
 }
 
-void tg_run_cancel(tg_run *r) {
-    /* Relaxed: a flag read at hand-out time; being seen a little late only lets a task that
-     * was about to start, start. */
-    atomic_store_explicit(&r->cancelled, 1, memory_order_relaxed);
+int tg_pool_workers(const tg_pool *p) { return p->n; }
+
+void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end) {
+    p->idle_begin = begin ? begin : no_hook;
+    p->idle_end = end ? end : no_hook;
+}
+
+void tg_pool_set_park_probe(tg_pool *p, void (*probe)(void *ctx, int w), void *ctx) {
+    p->probe_ctx = ctx;
+    p->park_probe = probe;
 }
 
 void tg_pool_stats(tg_pool *p, int w, int64_t *out) {
@@ -124,13 +146,18 @@ void tg_pool_stats(tg_pool *p, int w, int64_t *out) {
         out[k] = atomic_load_explicit(&p->w[w].stats[k], memory_order_relaxed); /* see stat_inc */
 }
 
+int tg_pool_is_shutdown(const tg_pool *p) {
+    /* seq_cst: pairs with the store in tg_pool_shutdown. */
+    return atomic_load_explicit(&((tg_pool *)p)->shutdown, memory_order_seq_cst);
+}
+
 /* ------------------------------------------------------------------------- waking */
 
-/* Wakes worker i if it is parked (in mode `mode`, or any mode when mode < 0). */
-static int wake_worker(tg_pool *p, int i, int mode) {
+/* Wakes worker i if it is parked in any mode (a finisher waking a joiner, shutdown). */
+static int wake_worker(tg_pool *p, int i, int only_idle) {
     tg_worker *w = &p->w[i];
     int cur = atomic_load_explicit(&w->sleeping, memory_order_seq_cst);
-    if (cur == AWAKE || (mode >= 0 && cur != mode)) return 0;
+    if (cur == AWAKE || (only_idle && cur != PARKED_IDLE)) return 0;
     /* seq_cst CAS: pairs with the sleeper's seq_cst store of `sleeping` in park(); exactly one
      * waker moves it to AWAKE. The sleeper re-checks `sleeping` under mu, and we signal under
      * mu, so the signal cannot fall between its check and its wait. */
@@ -143,11 +170,12 @@ static int wake_worker(tg_pool *p, int i, int mode) {
     return 1;
 }
 
+/* Wakes one worker parked for new work (PARKED_IDLE), if any. */
 static void wake_one(tg_pool *p) {
     /* Relaxed: only spreads wake-ups over the workers. */
     uint32_t start = atomic_fetch_add_explicit(&p->wake_rr, 1, memory_order_relaxed);
     for (int k = 0; k < p->n; k++)
-        if (wake_worker(p, (int)((start + (uint32_t)k) % (uint32_t)p->n), PARKED_IDLE)) return;
+        if (wake_worker(p, (int)((start + (uint32_t)k) % (uint32_t)p->n), 1)) return;
 }
 
 /* Called after making work visible (a push or an injection). */
@@ -162,9 +190,12 @@ static void notify_new_work(tg_pool *p) {
 }
 
 void tg_pool_shutdown(tg_pool *p) {
-    /* seq_cst: pairs with the seq_cst fence in park() (the sleeper's re-check sees it), and
-     * the loads of shutdown in the find loop. */
+    /* Under inj_mu: an injection either comes before (and is drained) or sees the flag. seq_cst:
+     * pairs with the seq_cst fence in park() (the sleeper's re-check sees it), and the loads
+     * of shutdown in the find loop. */
+    pthread_mutex_lock(&p->inj_mu);
     atomic_store_explicit(&p->shutdown, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&p->inj_mu);
     for (int i = 0; i < p->n; i++) {
         tg_worker *w = &p->w[i];
         /* seq_cst: pairs with the sleeper's load of `sleeping` under mu. */
@@ -177,45 +208,66 @@ void tg_pool_shutdown(tg_pool *p) {
 
 /* ------------------------------------------------------------------------- queues */
 
-static int inject(tg_pool *p, tg_task *t) {
-    pthread_mutex_lock(&p->inj_mu);
-    if (p->inj_len == p->inj_cap) {
-        uint64_t *nb = malloc(sizeof(uint64_t) * (size_t)p->inj_cap * 2);
-        if (!nb) { pthread_mutex_unlock(&p->inj_mu); return -1; }
+/* Appends n tasks to the injector ring (inj_mu held). 0, or -1 when out of memory. */
+static int inject_locked(tg_pool *p, tg_task *const *tasks, int64_t n) {
+    if (p->inj_len + n > p->inj_cap) {
+        int64_t cap = p->inj_cap;
+        while (cap < p->inj_len + n) cap *= 2;
+        uint64_t *nb = malloc(sizeof(uint64_t) * (size_t)cap);
+        if (!nb) return -1;
         for (int64_t i = 0; i < p->inj_len; i++) nb[i] = p->inj_buf[(p->inj_head + i) % p->inj_cap];
         free(p->inj_buf);
         p->inj_buf = nb;
         p->inj_head = 0;
-        p->inj_cap *= 2;
+        p->inj_cap = cap;
     }
-    p->inj_buf[(p->inj_head + p->inj_len) % p->inj_cap] = (uint64_t)(uintptr_t)t;
-    p->inj_len++;
+    for (int64_t i = 0; i < n; i++)
+        p->inj_buf[(p->inj_head + p->inj_len + i) % p->inj_cap] = (uint64_t)(uintptr_t)tasks[i];
+    p->inj_len += n;
     /* seq_cst: the "push" of the sleep protocol for the injector; read by work_visible(). */
-    atomic_fetch_add_explicit(&p->inj_count, 1, memory_order_seq_cst);
-    pthread_mutex_unlock(&p->inj_mu);
+    atomic_fetch_add_explicit(&p->inj_count, n, memory_order_seq_cst);
     return 0;
 }
 
-static int take_injected(tg_pool *p, uint64_t *out) {
-    /* Acquire: pairs with the increment in inject(); a cheap check before taking the lock. */
-    if (atomic_load_explicit(&p->inj_count, memory_order_acquire) == 0) return 0;
-    int got = 0;
+tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n) {
+    if (n <= 0) return TG_PUSH_QUEUED;
     pthread_mutex_lock(&p->inj_mu);
-    if (p->inj_len > 0) {
-        *out = p->inj_buf[p->inj_head];
-        p->inj_head = (p->inj_head + 1) % p->inj_cap;
-        p->inj_len--;
-        atomic_fetch_sub_explicit(&p->inj_count, 1, memory_order_relaxed); /* under inj_mu */
-        got = 1;
+    /* Relaxed under inj_mu: tg_pool_shutdown stores the flag under the same lock. */
+    if (atomic_load_explicit(&p->shutdown, memory_order_relaxed)) {
+        pthread_mutex_unlock(&p->inj_mu);
+        return TG_PUSH_REFUSED;
     }
+    int r = inject_locked(p, tasks, n);
     pthread_mutex_unlock(&p->inj_mu);
-    return got;
+    if (r != 0) return TG_PUSH_NOMEM;
+    notify_new_work(p);
+    return TG_PUSH_QUEUED;
 }
 
-/* Pushes a ready task: onto worker w's own deque (w >= 0) or the injector (w < 0). */
-static int push_ready(tg_pool *p, int w, tg_task *t) {
-    if (w >= 0) return tg_deque_push(p->w[w].dq, (uint64_t)(uintptr_t)t);
-    return inject(p, t);
+/* Takes up to a batch from the injector for worker w: the first into *out, the rest onto w's
+ * own deque (where other workers may steal them). 1 if something was taken. */
+static int take_injected(tg_pool *p, int w, uint64_t *out) {
+    /* Acquire: pairs with the increment in inject_locked(); a cheap check before the lock. */
+    if (atomic_load_explicit(&p->inj_count, memory_order_acquire) == 0) return 0;
+    int64_t took = 0;
+    pthread_mutex_lock(&p->inj_mu);
+    if (p->inj_len > 0) {
+        int64_t want = p->inj_len / p->n;
+        if (want < 1) want = 1;
+        if (want > INJECT_BATCH_MAX) want = INJECT_BATCH_MAX;
+        *out = p->inj_buf[p->inj_head];
+        took = 1;
+        while (took < want &&
+               tg_deque_push(p->w[w].dq, p->inj_buf[(p->inj_head + took) % p->inj_cap]) == 0)
+            took++;
+        p->inj_head = (p->inj_head + took) % p->inj_cap;
+        p->inj_len -= took;
+        atomic_fetch_sub_explicit(&p->inj_count, took, memory_order_relaxed); /* under inj_mu */
+    }
+    pthread_mutex_unlock(&p->inj_mu);
+    if (took > 1) notify_new_work(p); /* the rest of the batch can be stolen from us */
+    for (int64_t i = 0; i < took; i++) stat_inc(&p->w[w], TG_STAT_INJECTED);
+    return took > 0;
 }
 
 int64_t tg_pool_queued(tg_pool *p) {
@@ -233,73 +285,104 @@ static int work_visible(tg_pool *p, int w) {
     return 0;
 }
 
-int tg_spawn(tg_pool *p, int w, tg_task *t, void *handle, tg_run *run) {
-    if (!tg_task_claim(t, handle, run)) return 0;
-    if (w >= 0) stat_inc(&p->w[w], TG_STAT_SPAWNED);
+/* Pushes a ready task onto worker w's own deque and tells the sleepers. */
+static tg_push push_local(tg_pool *p, int w, tg_task *t) {
+    if (tg_deque_push(p->w[w].dq, (uint64_t)(uintptr_t)t) != 0) return TG_PUSH_NOMEM;
+    notify_new_work(p);
+    return TG_PUSH_QUEUED;
+}
+
+tg_push tg_pool_spawn(tg_pool *p, int w, tg_task *t, tg_run *run) {
+    if (!tg_task_claim(t, run)) return TG_PUSH_TAKEN;
+    stat_inc(&p->w[w], TG_STAT_SPAWNED);
     tg_task_release_hold(t); /* no dependencies: always ready */
-    if (push_ready(p, w, t) != 0) return -1;
-    notify_new_work(p);
-    return 1;
+    return push_local(p, w, t);
 }
 
-int tg_submit(tg_pool *p, int w, tg_task *t) {
-    if (w >= 0) stat_inc(&p->w[w], TG_STAT_SPAWNED);
-    if (!tg_task_release_hold(t)) return 0;
-    if (push_ready(p, w, t) != 0) return -1;
-    notify_new_work(p);
-    return 1;
+tg_push tg_pool_release(tg_pool *p, int w, tg_task *t) {
+    stat_inc(&p->w[w], TG_STAT_SPAWNED);
+    if (!tg_task_release_hold(t)) return TG_PUSH_WAITING;
+    return push_local(p, w, t);
 }
 
-/* ------------------------------------------------------------------------- finding work */
+tg_push tg_pool_release_external(tg_pool *p, tg_task *t) {
+    if (!tg_task_release_hold(t)) return TG_PUSH_WAITING;
+    return tg_pool_inject(p, &t, 1);
+}
+
+/* ------------------------------------------------------------------------- finishing */
 
 typedef struct {
-    tg_pool *p;
-    int w;
-    int pushed;
+    tg_pool *p;      /* the finisher's pool (may be NULL) */
+    int w;           /* the finisher's index in p, or -1 */
+    int pushed;      /* something went onto p's worker w's deque */
+    tg_task *refused;
 } ready_ctx;
 
 static void on_ready(void *vctx, tg_task *s) {
     ready_ctx *c = vctx;
-    /* A released successor goes onto the finishing worker's own deque. Out of memory here
-     * cannot be reported to anyone: fail loudly. */
-    if (push_ready(c->p, c->w, s) != 0) abort();
-    c->pushed = 1;
+    tg_pool *sp = s->run ? s->run->pool : NULL;
+    if (sp && sp == c->p && c->w >= 0) {
+        /* A released successor goes onto the finishing worker's own deque. Out of memory here
+         * cannot be reported to anyone (the task is ready and nobody else holds it): fail
+         * loudly rather than lose it. */
+        if (tg_deque_push(c->p->w[c->w].dq, (uint64_t)(uintptr_t)s) != 0) abort();
+        c->pushed = 1;
+        return;
+    }
+    tg_push r = sp ? tg_pool_inject(sp, &s, 1) : TG_PUSH_REFUSED;
+    if (r == TG_PUSH_NOMEM) abort(); /* as above */
+    if (r == TG_PUSH_REFUSED) { /* the caller finishes it as cancelled */
+        s->link = c->refused;
+        c->refused = s;
+    }
 }
 
-static int finish(tg_pool *p, int w, tg_task *t, int final) {
-    ready_ctx c = {p, w, 0};
-    /* After this call t may already be freed by a thread that saw its final state: from here
-     * on t is only compared, never dereferenced. */
-    int ended = tg_task_finish(t, (tg_state)final, on_ready, &c);
+int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refused) {
+    ready_ctx c = {p, w, 0, NULL};
+    tg_pool *tp = t->run ? t->run->pool : NULL; /* read before the finish publishes t */
+    int ended = tg_task_finish(t, final, on_ready, &c);
     if (c.pushed) notify_new_work(p);
+    if (c.refused) { /* append to the caller's list (never NULL: see pool.h) */
+        tg_task **tail = refused;
+        while (*tail) tail = &(*tail)->link;
+        *tail = c.refused;
+    }
+    if (!tp) return ended;
     /* seq_cst fence: pairs with the seq_cst fence in park() after a joiner registered in
      * waiting_for / joiners. Either we see the registration, or its re-check sees the final
      * state (docs/design/sleep.md, rule 2). */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&p->joiners, memory_order_relaxed) > 0)
-        for (int i = 0; i < p->n; i++)
+    if (atomic_load_explicit(&tp->joiners, memory_order_relaxed) > 0)
+        for (int i = 0; i < tp->n; i++)
             /* Relaxed: ordered by the fences; a pointer comparison only. */
-            if (atomic_load_explicit(&p->w[i].waiting_for, memory_order_relaxed) == t)
-                wake_worker(p, i, -1);
+            if (atomic_load_explicit(&tp->w[i].waiting_for, memory_order_relaxed) == t)
+                wake_worker(tp, i, 0);
     return ended;
 }
 
-static int hand_out(tg_pool *p, int w, tg_task *t, int stolen, void **out) {
-    tg_worker *me = &p->w[w];
+/* ------------------------------------------------------------------------- finding work */
+
+static tg_find hand_out(tg_pool *p, int w, uint64_t item, int stolen, tg_task **out) {
+    tg_task *t = (tg_task *)(uintptr_t)item;
     t->worker = w;
-    t->stolen = stolen;
-    /* Relaxed: poisoned was published by the push (release) that made the task visible;
-     * cancelled may be seen late (see tg_run_cancel). */
-    t->skip = atomic_load_explicit(&t->poisoned, memory_order_relaxed) ||
-              atomic_load_explicit(&t->run->cancelled, memory_order_relaxed);
+    t->stolen = (uint8_t)stolen;
+    /* Acquire (tg_task_poisoned): pairs with the canceller's release. The run's flag may be
+     * seen late (see tg_run_cancel). */
+    t->skip = tg_task_poisoned(t) != TG_POISON_NONE || tg_run_is_cancelled(t->run);
     /* Relaxed: informational; the final state is what other threads synchronise on. */
     atomic_store_explicit(&t->state, TG_RUNNING, memory_order_relaxed);
-    stat_inc(me, TG_STAT_RUN);
-    *out = t->handle;
-    return t->skip ? TG_NEXT_SKIP : TG_NEXT_TASK;
+    stat_inc(&p->w[w], TG_STAT_RUN);
+    *out = t;
+    return t->skip ? TG_FIND_SKIP : TG_FIND_RUN;
 }
 
 static inline int finished(tg_task *t) { return tg_task_state(t) >= TG_DONE; }
+
+static inline int is_shutdown(tg_pool *p) {
+    /* seq_cst: pairs with the store in tg_pool_shutdown. */
+    return atomic_load_explicit(&p->shutdown, memory_order_seq_cst);
+}
 
 /* One pass over the other workers' deques, starting at `first` (or at random). */
 static int steal_pass(tg_pool *p, int w, int first, uint64_t *out) {
@@ -326,6 +409,7 @@ static int steal_pass(tg_pool *p, int w, int first, uint64_t *out) {
                 return 1;
             }
             if (s == TG_EMPTY) break;
+            /* TG_RETRY: lost a race with the owner or another thief; try this victim again */
         }
     }
     return 0;
@@ -340,23 +424,24 @@ static void stop_searching(tg_pool *p) {
     if (SEARCHERS(old) == 1 && SLEEPERS(old) > 0) wake_one(p);
 }
 
-/* Parks worker w until woken: by new work (counted = 1) or by `awaited` finishing. The caller
- * is counted as searching when counted = 1. */
+/* Parks worker w until woken: by new work (counted = 1, the caller is counted as searching)
+ * or by `awaited` finishing (counted = 0: a join that may not take other work). */
 static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
     tg_worker *me = &p->w[w];
     /* seq_cst: pairs with the CAS in wake_worker. */
     atomic_store_explicit(&me->sleeping, counted ? PARKED_IDLE : PARKED_JOIN, memory_order_seq_cst);
-    if (awaited) { /* seq_cst: pairs with finish()'s loads of joiners/waiting_for (after its
-                    * fence). waiting_for is stored before joiners is raised. */
+    if (awaited) { /* seq_cst: pairs with tg_pool_finish's loads of joiners/waiting_for (after
+                    * its fence). waiting_for is stored before joiners is raised. */
         atomic_store_explicit(&me->waiting_for, awaited, memory_order_seq_cst);
         atomic_fetch_add_explicit(&p->joiners, 1, memory_order_seq_cst);
     }
     if (counted) /* seq_cst RMW: searching -> sleeping in one step; read by notify_new_work. */
         atomic_fetch_add_explicit(&p->idle, SLEEPER_ONE - SEARCH_ONE, memory_order_seq_cst);
-    /* seq_cst fence: pairs with the fences in notify_new_work and finish(); see rules 1-2. */
+    /* seq_cst fence: pairs with the fences in notify_new_work and tg_pool_finish (rules 1-2). */
     atomic_thread_fence(memory_order_seq_cst);
-    int abort_sleep = atomic_load_explicit(&p->shutdown, memory_order_relaxed) ||
-                      (awaited && finished(awaited)) || (counted && work_visible(p, w));
+    if (p->park_probe) p->park_probe(p->probe_ctx, w); /* tests: hold the window open */
+    int abort_sleep = is_shutdown(p) || (awaited && finished(awaited)) ||
+                      (counted && work_visible(p, w));
     if (!abort_sleep) {
         pthread_mutex_lock(&me->mu);
         /* seq_cst load under mu: pairs with the waker's CAS (made before it takes mu). */
@@ -375,80 +460,92 @@ static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
         atomic_fetch_sub_explicit(&p->idle, SLEEPER_ONE, memory_order_seq_cst);
 }
 
-/* Search the injector and other deques for a while. Returns 1 with *out taken from the
- * injector or 3 with *out stolen (no longer counted as searching either way), 2 if `awaited`
- * finished or the pool shuts down (not searching), or 0 if nothing was found (still counted
- * as searching: the caller parks). */
-static int search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) {
+/* What a search found. */
+typedef enum {
+    SEARCH_NOTHING = 0,  /* still counted as searching: the caller parks */
+    SEARCH_INJECTED = 1, /* *out taken from the injector (no longer searching) */
+    SEARCH_STOLEN = 2,   /* *out stolen from another worker (no longer searching) */
+    SEARCH_STOP = 3      /* `awaited` finished or the pool shuts down (no longer searching) */
+} search_result;
+
+/* Searches the injector and other deques for a while. */
+static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) {
     /* seq_cst RMW: announces a searcher (see notify_new_work). */
     atomic_fetch_add_explicit(&p->idle, SEARCH_ONE, memory_order_seq_cst);
     for (int round = 0; round < SEARCH_ROUNDS; round++) {
-        if ((awaited && finished(awaited)) || atomic_load_explicit(&p->shutdown, memory_order_relaxed)) {
+        if ((awaited && finished(awaited)) || is_shutdown(p)) {
             stop_searching(p);
-            return 2;
+            return SEARCH_STOP;
         }
-        if (take_injected(p, out)) {
-            stat_inc(&p->w[w], TG_STAT_INJECTED);
+        if (take_injected(p, w, out)) {
             stop_searching(p);
-            return 1;
+            return SEARCH_INJECTED;
         }
         /* Relaxed: the thief hint (see steal_pass). */
         int first = awaited ? atomic_load_explicit(&awaited->thief, memory_order_relaxed) - 1 : -1;
         if (steal_pass(p, w, first, out)) {
             stop_searching(p);
-            return 3;
+            return SEARCH_STOLEN;
         }
         if (round < 16)
             for (int i = 0; i < (4 << (round / 4)); i++) cpu_relax();
         else
             sched_yield();
     }
-    return 0;
+    return SEARCH_NOTHING;
 }
 
-static int find(tg_pool *p, int w, tg_task *awaited, int steal, void **out) {
-    tg_worker *me = &p->w[w];
-    uint64_t id;
+/* The idle part of tg_pool_find: worker w's own deque is empty and stays so (only w pushes
+ * onto it, and w is here), so only the other queues and the awaited task can change. */
+static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int steal, tg_task **out) {
+    uint64_t item;
     for (;;) {
-        if (awaited && finished(awaited)) return TG_NEXT_JOINED;
-        if (tg_deque_pop(me->dq, &id) == TG_OK) return hand_out(p, w, (tg_task *)(uintptr_t)id, 0, out);
-        /* seq_cst: pairs with the store in tg_pool_shutdown. */
-        if (atomic_load_explicit(&p->shutdown, memory_order_seq_cst)) return TG_NEXT_SHUTDOWN;
+        if (awaited && finished(awaited)) return TG_FIND_JOINED;
+        if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
         if (!steal) {
             park(p, w, awaited, 0);
             continue;
         }
-        int r = search(p, w, awaited, &id);
-        if (r == 1 || r == 3) return hand_out(p, w, (tg_task *)(uintptr_t)id, r == 3, out);
-        if (r == 2) continue; /* re-evaluated at the top of the loop */
-        park(p, w, awaited, 1);
-    }
-}
-
-int tg_next(tg_pool *p, int w, tg_task *done, int final, void **out) {
-    if (done && finish(p, w, done, final)) return TG_NEXT_ENDED;
-    return find(p, w, NULL, 1, out);
-}
-
-int tg_join(tg_pool *p, int w, tg_task *awaited, tg_task *done, int final, int steal, void **out) {
-    if (done && finish(p, w, done, final)) return TG_NEXT_ENDED;
-    return find(p, w, awaited, steal, out);
-}
-
-int tg_pool_drain(tg_pool *p, tg_task *done, int final, void **out) {
-    if (done && finish(p, 0, done, final)) return TG_NEXT_ENDED;
-    uint64_t id;
-    for (int i = 0; i < p->n; i++) {
-        if (tg_deque_pop(p->w[i].dq, &id) == TG_OK) { /* single-threaded: pop any deque */
-            hand_out(p, i, (tg_task *)(uintptr_t)id, 0, out);
-            ((tg_task *)(uintptr_t)id)->skip = 1;
-            return TG_NEXT_SKIP;
+        switch (search(p, w, awaited, &item)) {
+        case SEARCH_INJECTED: return hand_out(p, w, item, 0, out);
+        case SEARCH_STOLEN: return hand_out(p, w, item, 1, out);
+        case SEARCH_STOP: continue; /* re-evaluated at the top of the loop */
+        case SEARCH_NOTHING: park(p, w, awaited, 1); continue;
         }
     }
-    if (take_injected(p, &id)) {
-        hand_out(p, 0, (tg_task *)(uintptr_t)id, 0, out);
-        ((tg_task *)(uintptr_t)id)->skip = 1;
-        return TG_NEXT_SKIP;
+}
+
+tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int steal, void *idle_ctx, tg_task **out) {
+    uint64_t item;
+    if (awaited && finished(awaited)) return TG_FIND_JOINED;
+    if (tg_deque_pop(p->w[w].dq, &item) == TG_OK) return hand_out(p, w, item, 0, out);
+    if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
+    p->idle_begin(idle_ctx);
+    tg_find r = find_idle(p, w, awaited, steal, out);
+    p->idle_end(idle_ctx);
+    return r;
+}
+
+int tg_pool_drain(tg_pool *p, tg_task **out) {
+    uint64_t item;
+    for (int i = 0; i < p->n; i++) {
+        if (tg_deque_pop(p->w[i].dq, &item) == TG_OK) { /* single-threaded: pop any deque */
+            hand_out(p, 0, item, 0, out);
+            (*out)->skip = 1;
+            return 1;
+        }
     }
-    return TG_NEXT_SHUTDOWN;
+    pthread_mutex_lock(&p->inj_mu);
+    int got = p->inj_len > 0;
+    if (got) {
+        item = p->inj_buf[p->inj_head];
+        p->inj_head = (p->inj_head + 1) % p->inj_cap;
+        p->inj_len--;
+        atomic_fetch_sub_explicit(&p->inj_count, 1, memory_order_relaxed); /* under inj_mu */
+    }
+    pthread_mutex_unlock(&p->inj_mu);
+    if (!got) return 0;
+    hand_out(p, 0, item, 0, out);
+    (*out)->skip = 1;
+    return 1;
 }

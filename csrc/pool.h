@@ -2,8 +2,8 @@
  * outside the workers, the find-work loop (own deque, injector, steal, park), parking, and
  * per-worker counters.
  *
- * The worker threads themselves are Python threads (they run Python task bodies); each calls
- * tg_next / tg_join with its own index. Sleep protocol: docs/design/sleep.md. */
+ * The worker threads are created by the caller (Python threads in taskgraph, pthreads in the C
+ * tests); each calls tg_pool_find with its own index. Sleep protocol: docs/design/sleep.md. */
 #ifndef TG_POOL_H
 #define TG_POOL_H
 
@@ -13,60 +13,90 @@
 
 typedef struct tg_pool tg_pool;
 
-/* Results of tg_next / tg_join. */
-enum {
-    TG_NEXT_TASK = 0,     /* *out holds the handle of a task to run (state RUNNING) */
-    TG_NEXT_ENDED = 1,    /* finishing `done` ended its run; call again with done = NULL */
-    TG_NEXT_JOINED = 2,   /* tg_join only: the awaited task has finished */
-    TG_NEXT_SHUTDOWN = 3, /* the pool is shutting down */
-    TG_NEXT_SKIP = 4      /* *out holds a task that must not run (poisoned or its run was
-                           * cancelled): finish it as cancelled */
-};
+/* What tg_pool_find hands back. */
+typedef enum {
+    TG_FIND_RUN = 0,     /* *out: a task to run (state RUNNING, handed to this worker) */
+    TG_FIND_SKIP = 1,    /* *out: a task that must not run (poisoned, or its run was
+                          * cancelled): finish it as TG_CANCELLED */
+    TG_FIND_JOINED = 2,  /* the awaited task has finished */
+    TG_FIND_SHUTDOWN = 3 /* the pool is shutting down */
+} tg_find;
+
+/* What happened to a task given to the pool. */
+typedef enum {
+    TG_PUSH_WAITING = 0, /* released; its predecessors will queue it when they finish */
+    TG_PUSH_QUEUED = 1,  /* ready and queued */
+    TG_PUSH_TAKEN = 2,   /* tg_pool_spawn only: the task had been claimed already */
+    TG_PUSH_NOMEM = -1,  /* out of memory: not queued (the task is ready: the caller owns it) */
+    TG_PUSH_REFUSED = -2 /* the pool is shut down: not queued (the caller owns the ready task
+                          * and must finish it as cancelled) */
+} tg_push;
 
 /* Per-worker counters, indices into the array filled by tg_pool_stats. */
-enum {
+typedef enum {
     TG_STAT_RUN = 0,        /* tasks handed to this worker (run or skipped) */
-    TG_STAT_SPAWNED,        /* tasks created from inside this worker's tasks (tg_spawn/tg_submit) */
+    TG_STAT_SPAWNED,        /* tasks created from inside this worker's tasks */
     TG_STAT_STOLEN,         /* tasks this worker stole from another worker */
-    TG_STAT_STEAL_ATTEMPTS, /* steal calls (ok, empty or retry) */
+    TG_STAT_STEAL_ATTEMPTS, /* steal calls (ok, empty or lost a race) */
     TG_STAT_INJECTED,       /* tasks this worker took from the injector */
     TG_STAT_PARKS,          /* times this worker slept */
     TG_NSTATS
-};
+} tg_stat;
+
+/* Called by tg_pool_find around everything it does once the worker's own deque is empty
+ * (searching the injector and other deques, parking), with find's idle_ctx. The Python face
+ * detaches the thread from the interpreter there. Neither may touch the pool. */
+typedef void (*tg_idle_fn)(void *ctx);
 
 /* A pool for nworkers workers (1..4096). NULL when out of memory or nworkers is invalid. */
-tg_pool *tg_pool_new(int nworkers);
-/* Frees the pool. Every worker must have returned from tg_next/tg_join for good. */
-void tg_pool_free(tg_pool *p);
-/* Makes every tg_next/tg_join return TG_NEXT_SHUTDOWN (after finishing the task passed in) and
- * wakes every parked worker. Idempotent. */
-void tg_pool_shutdown(tg_pool *p);
+TG_API tg_pool *tg_pool_new(int nworkers);
+/* Frees the pool. Every worker must have returned from tg_pool_find for good. */
+TG_API void tg_pool_free(tg_pool *p);
+/* From now on tg_pool_find returns TG_FIND_SHUTDOWN once the worker's own deque is empty
+ * (what is left in other queues stays for tg_pool_drain), injections are refused, and every
+ * parked worker wakes. Idempotent. */
+TG_API void tg_pool_shutdown(tg_pool *p);
+TG_API int tg_pool_is_shutdown(const tg_pool *p);
+TG_API int tg_pool_workers(const tg_pool *p);
+void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end);
+/* Tests only: probe(ctx, w) is called by a worker about to park, after it has registered as a
+ * sleeper and before it re-checks the queues (docs/design/sleep.md); a test holds it there to
+ * prove that a wake-up in that window is not lost. NULL removes the probe. */
+void tg_pool_set_park_probe(tg_pool *p, void (*probe)(void *ctx, int w), void *ctx);
 
-/* Claims a NEW task for run, with no dependencies, and makes it ready: pushed onto worker w's
- * deque (w >= 0, only from that worker's thread) or onto the injector (w < 0, any thread).
- * Returns 1, 0 when the task had been claimed already, -1 when out of memory. */
-int tg_spawn(tg_pool *p, int w, tg_task *t, void *handle, tg_run *run);
-/* Drops the hold of a claimed task (after its tg_task_depend calls); if it is ready, pushes it
- * as tg_spawn does. Returns 1 if pushed, 0 if it waits for predecessors, -1 on out of memory. */
-int tg_submit(tg_pool *p, int w, tg_task *t);
-/* Worker w's loop step: finishes `done` (if not NULL) with state `final`, then finds the next
- * task (own deque, injector, steal, park). Blocks, without using CPU, while there is no work. */
-int tg_next(tg_pool *p, int w, tg_task *done, int final, void **out);
-/* Worker w's join step: finishes `done` (if not NULL), then returns TG_NEXT_JOINED if
- * `awaited` has finished; else finds a task to run meanwhile: own deque first, then (if
- * steal) the worker that stole `awaited`, other workers and the injector; parks if there is
- * none until `awaited` finishes or work appears. */
-int tg_join(tg_pool *p, int w, tg_task *awaited, tg_task *done, int final, int steal, void **out);
-/* After shutdown, once every worker has returned for good: finishes `done` (if not NULL; its
- * released successors go onto worker 0's deque) and takes any task left in a deque or the
- * injector (TG_NEXT_SKIP), or returns TG_NEXT_ENDED when finishing
- * `done` ended its run, or TG_NEXT_SHUTDOWN when nothing is left. Single-threaded. */
-int tg_pool_drain(tg_pool *p, tg_task *done, int final, void **out);
-/* Sets the run's cancelled flag: its tasks that have not started are handed out with skip=1. */
-void tg_run_cancel(tg_run *r);
+/* Claims t for run (run->pool == p) and pushes it onto worker w's own deque. Only from worker
+ * w's thread. TG_PUSH_QUEUED, TG_PUSH_TAKEN (claimed already) or TG_PUSH_NOMEM (claimed,
+ * ready, not queued). */
+tg_push tg_pool_spawn(tg_pool *p, int w, tg_task *t, tg_run *run);
+/* Drops the hold of a claimed task (after its tg_task_depend calls); if that makes it ready,
+ * pushes it onto worker w's own deque (only from worker w's thread). */
+tg_push tg_pool_release(tg_pool *p, int w, tg_task *t);
+/* The same from a thread that is not one of p's workers: a ready task goes to the injector.
+ * May answer TG_PUSH_REFUSED. */
+tg_push tg_pool_release_external(tg_pool *p, tg_task *t);
+/* Puts n ready tasks (state READY) on the injector in one step: TG_PUSH_QUEUED for all, or
+ * TG_PUSH_REFUSED / TG_PUSH_NOMEM for none. */
+tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n);
+/* Finishes t with state final and releases its successors. The caller is worker w of p
+ * (w >= 0: released successors of p go onto its deque) or not a worker (w < 0, p may be NULL:
+ * they go to the injector). A successor of another pool goes to that pool's injector. A
+ * successor that a shut-down pool refuses is appended to *refused (chained through
+ * tg_task.link; refused must not be NULL, *refused may be): the caller owns it and must
+ * finish it as cancelled. Wakes the workers parked in a join for
+ * t. Returns 1 if the finish ended t's run. */
+int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refused);
+/* Worker w's step: returns TG_FIND_JOINED if `awaited` (may be NULL) has finished; else finds
+ * a task: own deque first, then (if steal) the injector, the worker that stole `awaited`,
+ * other workers; parks, without using CPU, until work appears, `awaited` finishes or the pool
+ * shuts down. With steal == 0 only its own deque is looked at. */
+tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int steal, void *idle_ctx, tg_task **out);
+/* After shutdown, once every worker has returned for good: takes any task left in a deque or
+ * the injector (returns 1; it is handed out with skip = 1 as to worker 0: finish it with
+ * tg_pool_finish(p, 0, ...)), or returns 0 when nothing is left. Single-threaded. */
+int tg_pool_drain(tg_pool *p, tg_task **out);
 /* Copies worker w's counters into out[0..TG_NSTATS-1]. Any thread. */
-void tg_pool_stats(tg_pool *p, int w, int64_t *out);
+TG_API void tg_pool_stats(tg_pool *p, int w, int64_t *out);
 /* Approximate number of queued tasks (all deques and the injector). */
-int64_t tg_pool_queued(tg_pool *p);
+TG_API int64_t tg_pool_queued(tg_pool *p);
 
 #endif

@@ -12,14 +12,16 @@
 Calling a task inside a running task spawns it at once onto the worker's deque (fork-join);
 ``node.result()`` joins it. See README.md and docs/api.md.
 """
-from taskgraph._native import GILWarning, gil_enabled
+from taskgraph._native import GILWarning, core, gil_enabled
 from taskgraph.errors import CancelledError, SchedulerClosedError, TaskgraphError
-from taskgraph.node import Node
-from taskgraph.scheduler import (Scheduler, compute, default_scheduler, gather, serial,
-                                 usable_cpus)
 from taskgraph.task import Task, task
-from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
+from taskgraph.serial import serial
+from taskgraph.scheduler import Scheduler, default_scheduler, usable_cpus
+from taskgraph.compute import compute, gather
 from taskgraph.viz import GraphvizError, visualize
+from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
+
+Node = core.Node
 
 __all__ = [
     "task", "Task", "Node", "compute", "gather", "serial", "Scheduler", "default_scheduler",

@@ -1,14 +1,24 @@
-"""Loading of the C core (``taskgraph._cnative``, built by cffi) and runtime checks.
+"""The two faces of the C core, loaded once: ``core`` and ``ffi``/``lib``.
 
-This is the only module that imports the extension. It exports ``ffi`` and ``lib``. On import:
+* ``core`` is ``taskgraph._core``, the extension written against the CPython C API
+  (csrc/py/): Task, Node, the worker loop, joins, graph submission, trace recording. It owns
+  every per-task step.
+* ``lib`` is cffi's binding (ABI mode) of the same shared object: the C core's functions that
+  are not per task (creating, shutting down and freeing pools, counters, trace buffers, the
+  deque checks). ``ffi.dlopen`` of the extension's own file reaches the very pool and buffers
+  the extension uses, so there is one copy of the core per process. Which call crosses which
+  face, and why: docs/design/native.md.
+
+Constants (task states, stat names, result codes) come from ``core``; nothing here repeats
+them as numbers. On import:
 
 * if the extension is missing or was built for another interpreter, an ImportError says how to
   build it (``make setup``, or ``pip install -e .``);
-* every C function and type used by taskgraph is touched once on the importing thread, because
-  cffi 1.17 fills some of its tables lazily and that must not first happen on two workers at once;
-* if the GIL is on (a GIL build of CPython, or a free-threaded one where something re-enabled it),
-  a single ``GILWarning`` explains that tasks will run correctly but without parallel speed-up,
-  and how to get the GIL off.
+* every cffi function is touched once on the importing thread (cffi 1.17 fills some tables
+  lazily, which must not first happen on two threads at once);
+* if the GIL is on (a GIL build of CPython, or a free-threaded one where something re-enabled
+  it), a single ``GILWarning`` explains that tasks run correctly but without parallel
+  speed-up, and how to get the GIL off.
 """
 from __future__ import annotations
 
@@ -17,18 +27,64 @@ import sysconfig
 import warnings
 
 try:
-    from taskgraph._cnative import ffi, lib
+    from taskgraph import _core as core
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise ImportError(
-        "taskgraph's C core (taskgraph._cnative) is not built for this interpreter "
+        "taskgraph's C extension (taskgraph._core) is not built for this interpreter "
         f"({sys.executable}, {sys.version.split()[0]}): run `make setup` in the source tree, "
         f"or `pip install --no-build-isolation -e .` ({e})"
     ) from e
 
-__all__ = ["ffi", "lib", "GILWarning", "gil_enabled", "FREE_THREADED_BUILD"]
+import cffi
+
+__all__ = ["core", "ffi", "lib", "GILWarning", "gil_enabled", "FREE_THREADED_BUILD"]
 
 #: True when this interpreter was built with --disable-gil (3.13t, 3.14t, ...).
 FREE_THREADED_BUILD = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+# The core's functions that cffi binds: only functions (no constants, no struct layouts:
+# those are read from the C side at run time).
+CDEF = """
+typedef struct tg_pool tg_pool;
+typedef struct tg_deque tg_deque;
+typedef struct tg_tracebuf tg_tracebuf;
+
+tg_pool *tg_pool_new(int nworkers);
+void tg_pool_free(tg_pool *p);
+void tg_pool_shutdown(tg_pool *p);
+int tg_pool_is_shutdown(const tg_pool *p);
+int tg_pool_workers(const tg_pool *p);
+void tg_pool_stats(tg_pool *p, int w, int64_t *out);
+int64_t tg_pool_queued(tg_pool *p);
+
+tg_deque *tg_deque_new(int64_t initial_capacity);
+void tg_deque_free(tg_deque *d);
+int tg_deque_push(tg_deque *d, uint64_t item);
+int tg_deque_pop(tg_deque *d, uint64_t *out);
+int tg_deque_steal(tg_deque *d, uint64_t *out);
+int64_t tg_deque_size(tg_deque *d);
+int64_t tg_deque_capacity(tg_deque *d);
+
+tg_tracebuf *tg_tracebuf_new(void);
+void tg_tracebuf_free(tg_tracebuf *b);
+int64_t tg_tracebuf_count(const tg_tracebuf *b);
+int64_t tg_tracebuf_dropped(const tg_tracebuf *b);
+int64_t tg_tracebuf_copy(const tg_tracebuf *b, int64_t first, int64_t n, void *dst);
+int64_t tg_tracebuf_nids(const tg_tracebuf *b);
+void tg_tracebuf_copy_ids(const tg_tracebuf *b, uint64_t *dst);
+const char *tg_trace_rec_format(void);
+int tg_trace_rec_size(void);
+const char *tg_trace_rec_fields(void);
+int64_t tg_clock_ns(void);
+void tg_trace_gc_add(int64_t ns);
+int64_t tg_trace_gc_ns(void);
+
+const char *tg_state_name(int state);
+"""
+
+ffi = cffi.FFI()
+ffi.cdef(CDEF)
+lib = ffi.dlopen(core.__file__)
 
 
 class GILWarning(RuntimeWarning):
@@ -45,6 +101,17 @@ def _warm_up() -> None:
     # cffi 1.17 initialises type and function tables lazily: do it here, on one thread.
     for name in dir(lib):
         getattr(lib, name)
+    for t in ("tg_pool *", "tg_deque *", "tg_tracebuf *", "uint64_t *", "int64_t[]", "char[]",
+              "uintptr_t", "uint64_t[]"):
+        ffi.typeof(t)
+    p = lib.tg_pool_new(1)
+    stats = ffi.new("int64_t[]", core.NSTATS)
+    lib.tg_pool_stats(p, 0, stats)
+    lib.tg_pool_queued(p)
+    lib.tg_pool_workers(p)
+    lib.tg_pool_shutdown(p)
+    lib.tg_pool_is_shutdown(p)
+    lib.tg_pool_free(p)
     d = lib.tg_deque_new(2)
     out = ffi.new("uint64_t *")
     lib.tg_deque_push(d, 1)
@@ -53,39 +120,16 @@ def _warm_up() -> None:
     lib.tg_deque_size(d)
     lib.tg_deque_capacity(d)
     lib.tg_deque_free(d)
-    h = ffi.new_handle(_warm_up)
-    ffi.from_handle(h)
-    # The scheduler's functions and types, once each, on a one-worker pool.
-    p = lib.tg_pool_new(1)
-    run = ffi.new("tg_run *")
-    ta, tb = ffi.new("tg_task *"), ffi.new("tg_task *")
-    ha, hb = ffi.new_handle("a"), ffi.new_handle("b")
-    tasks = {"a": ta, "b": tb}
-    o = ffi.new("void **")
-    stats = ffi.new("int64_t[]", lib.TG_NSTATS)
-    lib.tg_run_hold(run)
-    lib.tg_task_claim(ta, ha, run)
-    lib.tg_task_claim(tb, hb, run)
-    lib.tg_task_depend(tb, ta)
-    lib.tg_submit(p, -1, ta)
-    lib.tg_submit(p, -1, tb)
-    lib.tg_task_cancel(tb)
-    lib.tg_task_state(ta)
-    lib.tg_task_set_id(ta, 1)
-    lib.tg_pool_queued(p)
-    lib.tg_pool_stats(p, 0, stats)
-    lib.tg_pool_shutdown(p)
-    r = lib.tg_pool_drain(p, ffi.NULL, 0, o)
-    while r != lib.TG_NEXT_SHUTDOWN:
-        done = tasks[ffi.from_handle(o[0])] if r == lib.TG_NEXT_SKIP else ffi.NULL
-        (done.worker, done.skip, done.stolen) if done != ffi.NULL else None
-        r = lib.tg_pool_drain(p, done, lib.TG_CANCELLED, o)
-    lib.tg_run_cancel(run)
-    lib.tg_run_release(run)
-    lib.tg_state_name(0)
-    lib.tg_pool_free(p)
-    # tg_spawn / tg_next / tg_join are touched by the same declarations above (cffi builds
-    # each function's wrapper on first getattr, done for all names at the top).
+    b = lib.tg_tracebuf_new()
+    lib.tg_tracebuf_copy(b, 0, 0, ffi.NULL)
+    lib.tg_tracebuf_copy_ids(b, ffi.NULL)
+    lib.tg_tracebuf_count(b), lib.tg_tracebuf_nids(b), lib.tg_tracebuf_dropped(b)
+    lib.tg_tracebuf_free(b)
+    ffi.string(lib.tg_trace_rec_format()), ffi.string(lib.tg_trace_rec_fields())
+    lib.tg_trace_rec_size(), lib.tg_clock_ns(), lib.tg_trace_gc_ns()
+    lib.tg_trace_gc_add(0)
+    ffi.string(lib.tg_state_name(0))
+    int(ffi.cast("uintptr_t", ffi.NULL))
 
 
 def _check_gil() -> None:

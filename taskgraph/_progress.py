@@ -21,8 +21,8 @@ def _totals(sched):
 
 
 class ProgressBar:
-    def __init__(self, run):
-        self.sched = run.sched
+    def __init__(self, sched):
+        self.sched = sched
         self.submitted = 0
         self.run0, self.spawned0 = _totals(self.sched)  # before the run's first task starts
         self.shown = 0

@@ -1,5 +1,8 @@
-"""Exceptions raised by taskgraph (all public through ``taskgraph``)."""
+"""Exceptions raised by taskgraph (all public through ``taskgraph``). The C extension raises
+them too: taskgraph._native registers them with it (``core._configure``)."""
 import concurrent.futures
+
+from taskgraph._native import core
 
 __all__ = ["CancelledError", "SchedulerClosedError", "TaskgraphError"]
 
@@ -16,3 +19,7 @@ class CancelledError(concurrent.futures.CancelledError):
 
 class SchedulerClosedError(TaskgraphError, RuntimeError):
     """A closed scheduler was asked to run something, or a node it owned was awaited."""
+
+
+core._configure(CancelledError=CancelledError, SchedulerClosedError=SchedulerClosedError,
+                TaskgraphError=TaskgraphError)

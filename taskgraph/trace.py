@@ -1,58 +1,36 @@
 """Execution traces: what ran where and when, work/span analysis, save/load, Chrome timeline.
 
 ``with taskgraph.trace() as tr:`` records every task run (or cancelled) while the block is
-open, on every scheduler. Each worker appends to its own buffer (a per-worker
-``WorkerRecorder``; no shared list in the hot loop); the buffers are merged when the block
-ends. With no trace open the workers pay one attribute check per task.
+open, on every scheduler. Recording happens in C: the worker loop calls an observer
+(csrc/py/recorder.c) that writes each finished task into that worker's own C buffer, with no
+Python call per task. When the block ends the buffers are detached; this module reads them
+through cffi (numbers) and the extension (names, error texts) on first use. With no trace open
+a worker pays one atomic load per task.
 
-Work/span model (docs/trace.md): a task's *own time* is its run time minus the time it spent
-inside joins (where the worker ran other tasks or waited) and minus garbage collections that
-happened meanwhile (free-threaded CPython stops every thread for a collection; without this
-a 2 us task that happens to be running during a 3 ms collection would dominate the span). The span is the longest path in
-the executed graph where a task starts after its data dependencies end and after its parent's
-own time (spawned children run after the parent's own work), and a task ends after its own
-time and after all its children end (implicit join). parallelism = work / span.
+Work, span and the critical path are computed by taskgraph._analysis; pictures are drawn by
+taskgraph.viz, which knows nothing about recording (this module imports it, not the other way
+round).
 """
 from __future__ import annotations
 
 import gc
-import itertools
 import json
 import os
-import threading
+import struct
 import time
 from dataclasses import dataclass, field
 
 import msgpack
 
-from taskgraph import _context
-from taskgraph._native import lib
+from taskgraph._analysis import analyse
+from taskgraph._native import core, ffi, lib
+from taskgraph.viz import GraphvizError, draw_trace
 
 __all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace", "write_trace_files"]
 
 FORMAT = "taskgraph-trace"
 VERSION = 1
 _perf_ns = time.perf_counter_ns
-_recorder_numbers = itertools.count(1 << 20)  # id prefixes, apart from thread numbers
-
-# Total ns spent in garbage collection while a trace is open, updated by the collecting thread
-# (gc.callbacks); read by recorders at the start and end of each task. Collections stop every
-# thread, so no task starts or ends during one: the difference over a task is the collection
-# time inside it.
-_gc_ns = [0]
-_gc_start = [0]
-
-
-def _gc_callback(phase, info):
-    if phase == "start":
-        _gc_start[0] = _perf_ns()
-    elif _gc_start[0]:
-        _gc_ns[0] += _perf_ns() - _gc_start[0]
-        _gc_start[0] = 0
-
-# Node slots used here (see taskgraph/node.py).
-_DEPS, _T, _ST, _VAL, _PARENT, _NAME, _ID = 3, 4, 5, 6, 9, 12, 13
-_STATE = {4: "done", 5: "failed", 6: "cancelled"}
 
 
 class TraceFormatError(ValueError):
@@ -90,63 +68,37 @@ _FIELDS = ("key", "name", "worker", "scheduler", "start", "end", "own", "parent"
            "stolen", "state", "error_type", "error")
 
 
-class WorkerRecorder:
-    """One worker's buffer for one trace. Touched only by that worker's thread."""
+_gc_start = [0]
 
-    __slots__ = ("rows", "prefix", "seq", "stack", "sched_no", "index")
 
-    def __init__(self, sched_no, index):
-        self.rows = []
-        self.prefix = next(_recorder_numbers) << 40
-        self.seq = 0
-        self.stack = []      # join time accumulated by each task running on this thread
-        self.sched_no = sched_no
-        self.index = index
+def _gc_callback(phase, info):
+    """Adds each collection's duration to the C total the recorders read (a collection stops
+    every thread, so no task starts or ends during one)."""
+    if phase == "start":
+        _gc_start[0] = _perf_ns()
+    elif _gc_start[0]:
+        lib.tg_trace_gc_add(_perf_ns() - _gc_start[0])
+        _gc_start[0] = 0
 
-    def _id(self, node):
-        i = node[_ID]
-        if not i:  # settled in C: a thief naming a parent and its owner agree
-            self.seq += 1
-            i = node[_ID] = lib.tg_task_set_id(node[_T], self.prefix | self.seq)
-        return i
 
-    def run(self, worker, node, gcns=_gc_ns):
-        """Runs node through worker._run and records it."""
-        parent = node[_PARENT]
-        deps = node[_DEPS]
-        dep_ids = [self._id(d) for d in deps] if deps else ()
-        stack = self.stack
-        frame = [0, 0]  # time inside joins, collection time inside those joins
-        stack.append(frame)
-        g0 = gcns[0]
-        t0 = _perf_ns()
-        final = worker._run(node)
-        t1 = _perf_ns()
-        stack.pop()
-        joined = frame[0] + (gcns[0] - g0) - frame[1]  # joins, plus collections outside them
-        exc = node[_VAL] if final != 4 else None
-        self.rows.append((self._id(node), node[_NAME], self._id(parent) if parent is not None else 0,
-                          dep_ids, t0, t1, t1 - t0 - joined, node[_T].stolen, final,
-                          type(exc).__name__ if exc is not None else None,
-                          str(exc) if exc is not None else None))
-        return final
+_REC = struct.Struct(ffi.string(lib.tg_trace_rec_format()).decode())
+_REC_FIELDS = ffi.string(lib.tg_trace_rec_fields()).decode().split()
+assert _REC.size == lib.tg_trace_rec_size(), "tg_trace_rec_format() does not match the struct"
+_STATES = core.STATE_NAMES
+_I = {name: i for i, name in enumerate(_REC_FIELDS)}
 
-    def joined(self, ns, gc_ns):
-        """Adds time spent inside a join (and the collection time within it) to the task
-        running on this thread."""
-        if self.stack:
-            frame = self.stack[-1]
-            frame[0] += ns
-            frame[1] += gc_ns
 
-    def skipped(self, worker, node):
-        t = _perf_ns()
-        parent = node[_PARENT]
-        deps = node[_DEPS]
-        exc = node[_VAL]
-        self.rows.append((self._id(node), node[_NAME], self._id(parent) if parent is not None else 0,
-                          [self._id(d) for d in deps] if deps else (), t, t, 0, node[_T].stolen,
-                          6, type(exc).__name__, str(exc)))
+def _read_recorder(rec):
+    """The rows of one worker's recorder: (fields..., names, ids) read through cffi."""
+    buf = ffi.cast("tg_tracebuf *", rec.buffer_address)
+    n = lib.tg_tracebuf_count(buf)
+    data = ffi.new("char[]", max(n, 1) * _REC.size)
+    lib.tg_tracebuf_copy(buf, 0, n, data)
+    nids = lib.tg_tracebuf_nids(buf)
+    ids = ffi.new("uint64_t[]", max(nids, 1))
+    lib.tg_tracebuf_copy_ids(buf, ids)
+    return (list(_REC.iter_unpack(ffi.buffer(data, n * _REC.size))), rec.objects,
+            ffi.unpack(ids, nids), lib.tg_tracebuf_dropped(buf))
 
 
 def _key(name, i):
@@ -166,8 +118,7 @@ class Trace:
     def __init__(self, records=None, meta=None):
         self._records: list[TaskRecord] | None = list(records or [])
         self.meta = dict(meta or {})
-        self._recorders = []
-        self._raw = None        # per-worker rows, turned into records on first use
+        self._raw = None        # the workers' recorders, read into records on first use
         self._analysis = None
         self._open = False
 
@@ -180,46 +131,51 @@ class Trace:
 
     # --------------------------------------------------------- recording
     def __enter__(self):
-        _registry.start(self)
+        core.trace_start()  # RuntimeError if a trace is open already
+        gc.callbacks.append(_gc_callback)
         self._open = True
         return self
 
     def __exit__(self, *exc):
-        _registry.stop(self)
+        try:
+            gc.callbacks.remove(_gc_callback)
+        except ValueError:  # pragma: no cover - removed by someone else
+            pass
+        self._raw = core.trace_stop()  # waits for any record being written
         self._open = False
-        self._raw, self._recorders = self._recorders, []
         self._records = None  # built on first use: closing the block stays cheap
         self.meta.setdefault("created", time.time())
         self._analysis = None
 
-    def _new_recorder(self, sched_no, index):
-        rec = WorkerRecorder(sched_no, index)
-        self._recorders.append(rec)
-        return rec
-
     def _build(self):
-        names = {}
-        rows = []
-        for rec in self._raw or ():
-            for row in rec.rows:
-                names[row[0]] = row[1]
-                rows.append((rec, row))
-        self._raw = None
+        raw = [(rec, _read_recorder(rec)) for rec in self._raw or ()]
+        self._raw = None  # frees the C buffers
+        ids = {}
+        for _, (rows, objects, _, _) in raw:
+            for row in rows:
+                ids[row[_I["id"]]] = objects[row[_I["name"]]]
         out = []
-        for rec, (i, name, parent, deps, t0, t1, own, stolen, final, et, em) in rows:
-            out.append(TaskRecord(
-                key=_key(name, i), name=name, worker=rec.index, scheduler=rec.sched_no,
-                start=t0, end=t1, own=max(own, 0),
-                parent=_key(names.get(parent, "?"), parent) if parent else None,
-                deps=[_key(names.get(d, "?"), d) for d in deps], stolen=bool(stolen),
-                state=_STATE.get(final, "failed"), error_type=et, error=em))
+        dropped = 0
+        for rec, (rows, objects, dep_ids, lost) in raw:
+            dropped += lost
+            for (i, parent, t0, t1, own, doff, nd, name, err, worker, stolen, state, _) in rows:
+                et, em = objects[err] if err >= 0 else (None, None)
+                nm = objects[name]
+                out.append(TaskRecord(
+                    key=_key(nm, i), name=nm, worker=worker, scheduler=rec.scheduler,
+                    start=t0, end=t1, own=own,
+                    parent=_key(ids.get(parent, "?"), parent) if parent else None,
+                    deps=[_key(ids.get(d, "?"), d) for d in dep_ids[doff:doff + nd]],
+                    stolen=bool(stolen), state=_STATES[state], error_type=et, error=em))
         out.sort(key=lambda r: (r.start, r.end))
+        if dropped:
+            self.meta["dropped"] = self.meta.get("dropped", 0) + dropped
         self._records = out
 
     # --------------------------------------------------------- analysis
     def _analyse(self):
         if self._analysis is None:
-            self._analysis = _analyse(self.records)
+            self._analysis = analyse(self.records)
         return self._analysis
 
     @property
@@ -360,7 +316,6 @@ class Trace:
 
     def visualize(self, path, **options):
         """Draws the executed graph; see ``taskgraph.viz.draw_trace`` for the options."""
-        from taskgraph.viz import draw_trace  # viz imports trace, not the other way round
         return draw_trace(self, path, **options)
 
     def __len__(self):
@@ -376,111 +331,11 @@ def _ms(ns):
     return f"{ns / 1e6:.3f} ms"
 
 
-def _analyse(records):
-    """work, span and critical path of the executed graph.
-
-    Each task v has three events: start S_v, own work done O_v = S_v + own(v), end E_v.
-    Edges: S_v -> O_v (weight own(v)), O_v -> E_v, O_parent -> S_child (a child starts after
-    its parent's own work), E_child -> E_parent (implicit join), E_dep -> S_v (data). The span
-    is the longest path (Kahn's order, iterative: any depth)."""
-    n = len(records)
-    if not n:
-        return {"work": 0, "span": 0, "path": []}
-    index = {r.key: i for i, r in enumerate(records)}
-    succ = [[] for _ in range(3 * n)]
-    indeg = [0] * (3 * n)
-
-    def edge(a, b):
-        succ[a].append(b)
-        indeg[b] += 1
-
-    for i, r in enumerate(records):
-        edge(3 * i, 3 * i + 1)
-        edge(3 * i + 1, 3 * i + 2)
-        p = index.get(r.parent)
-        if p is not None:
-            edge(3 * p + 1, 3 * i)
-            edge(3 * i + 2, 3 * p + 2)
-        for d in r.deps:
-            j = index.get(d)
-            if j is not None:
-                edge(3 * j + 2, 3 * i)
-    dist = [0] * (3 * n)
-    prev = [-1] * (3 * n)
-    ready = [v for v in range(3 * n) if indeg[v] == 0]
-    while ready:
-        v = ready.pop()
-        i, kind = divmod(v, 3)
-        dv = dist[v] + (records[i].own if kind == 0 else 0)  # weight of S_v -> O_v
-        for u in succ[v]:
-            if dv > dist[u] or prev[u] < 0 and dv == dist[u]:
-                dist[u] = dv
-                prev[u] = v
-            indeg[u] -= 1
-            if indeg[u] == 0:
-                ready.append(u)
-    ends = range(2, 3 * n, 3)
-    last = max(ends, key=lambda v: dist[v])
-    path = []
-    v = last
-    while v >= 0:
-        i, kind = divmod(v, 3)
-        if kind == 1 and (not path or path[-1] != records[i].key):
-            path.append(records[i].key)  # the path went through this task's own work
-        v = prev[v]
-    path.reverse()
-    return {"work": sum(r.own for r in records), "span": dist[last], "path": path}
-
-
-# ---------------------------------------------------------------------- the registry
-class _Registry:
-    """Open traces, and the schedulers whose workers record into them. Touched when a trace
-    opens or closes and when a scheduler starts: never per task. Workers read only their own
-    ``recorder`` attribute, which this sets (a reference store)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.traces = []
-
-    def start(self, tr):
-        with self.lock:
-            if self.traces:
-                raise RuntimeError("taskgraph.trace() blocks cannot be nested or overlap")
-            self.traces.append(tr)
-            gc.callbacks.append(_gc_callback)
-            for sched in _context.api("live_schedulers")():
-                self._attach(tr, sched)
-
-    def _attach(self, tr, sched):
-        for w in sched._workers:
-            w.recorder = tr._new_recorder(sched.number, w.index)
-
-    def scheduler_started(self, sched):
-        with self.lock:
-            for tr in self.traces:
-                self._attach(tr, sched)
-
-    def stop(self, tr):
-        with self.lock:
-            self.traces.remove(tr)
-            if _gc_callback in gc.callbacks:
-                gc.callbacks.remove(_gc_callback)
-            for sched in _context.api("live_schedulers")():
-                for w in sched._workers:
-                    w.recorder = None
-        # Let workers finish the record they may be writing (a recorder is only appended to
-        # by its worker; a task still running keeps its recorder object alive until done).
-        time.sleep(0.001)
-
-
-_registry = _Registry()
-
-
 def trace() -> Trace:
     """``with taskgraph.trace() as tr:`` records every task that runs (or is cancelled) on any
     scheduler while the block is open; after the block, ``tr`` holds the records. Blocks do
-    not nest (RuntimeError). Tasks still running when the block closes are recorded if they
-    finish within the closing, else left out."""
+    not nest (RuntimeError). A task is recorded when it finishes, if the block that was open
+    when it started is still open: tasks still running when the block closes are left out."""
     return Trace()
 
 
@@ -488,7 +343,6 @@ def write_trace_files(tr: Trace, prefix, *, quiet: bool = False) -> list:
     """Writes PREFIX.tgtrace, PREFIX.json (timeline) and PREFIX.svg (executed graph; only
     PREFIX.dot, with a message, when Graphviz is missing) and prints the summary unless quiet.
     Returns the paths written."""
-    from taskgraph.viz import GraphvizError, draw_trace  # viz imports this module: import late
     d = os.path.dirname(os.fspath(prefix))
     if d:
         os.makedirs(d, exist_ok=True)

@@ -11,10 +11,9 @@ import os
 
 import graphviz
 
-from taskgraph._native import lib
-from taskgraph.node import NEW, ST, T, Node, deps_of
-from taskgraph.node import STATE_NAMES as _STATE_NAMES
-from taskgraph.trace import Trace
+from taskgraph._native import core
+
+Node = core.Node
 
 __all__ = ["draw_trace", "visualize", "GraphvizError", "DEFAULT_THRESHOLD"]
 
@@ -119,9 +118,11 @@ def _legend(g, colors, grouped):
                     shape="box3d", fontsize="9")
 
 
-def draw_trace(tr: Trace, path, *, threshold: int = DEFAULT_THRESHOLD, detail: str | None = None,
+def draw_trace(tr, path, *, threshold: int = DEFAULT_THRESHOLD, detail: str | None = None,
                title: str | None = None) -> str:
-    """Draws the executed graph of ``tr`` into ``path`` (format from the suffix).
+    """Draws the executed graph of ``tr`` (a Trace: anything with ``records``,
+    ``critical_path()``, ``work``, ``span`` and ``parallelism``) into ``path`` (format from the
+    suffix).
 
     Tasks are coloured by the worker that ran them (legend), labelled with function and own
     time; stolen tasks have a double border; failed tasks are red octagons, cancelled ones
@@ -256,7 +257,7 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
             continue
         seen.add(id(n))
         order.append(n)
-        stack.extend(reversed(deps_of(n)))
+        stack.extend(reversed(n.dependencies))
     g = graphviz.Digraph("plan", graph_attr={"rankdir": "TB", "fontname": "Helvetica",
                                              "label": f"{len(order)} nodes (not run yet)",
                                              "labelloc": "t", "fontsize": "11"},
@@ -265,19 +266,18 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
     if len(order) <= threshold:
         ids = {id(n): f"n{i}" for i, n in enumerate(order)}
         for n in order:
-            st = n[ST]
-            state = _STATE_NAMES[st] if st is not None else _state_name(n)
+            state = n.state
             extra = {} if state == "new" else {"style": "rounded,filled", "fillcolor": "#e0e0e0"}
             g.node(ids[id(n)], f"{n.name}\n{n.key}" + ("" if state == "new" else f"\n{state}"),
                    **extra)
         for n in order:
-            for d in deps_of(n):
+            for d in n.dependencies:
                 g.edge(ids[id(d)], ids[id(n)])
     else:
         counts, edges = {}, {}
         for n in order:
             counts[n.name] = counts.get(n.name, 0) + 1
-            for d in deps_of(n):
+            for d in n.dependencies:
                 edges[(d.name, n.name)] = edges.get((d.name, n.name), 0) + 1
         gid = {name: f"g{i}" for i, name in enumerate(counts)}
         for name, c in counts.items():
@@ -285,8 +285,3 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
         for (a, b), c in edges.items():
             g.edge(gid[a], gid[b], label=str(c), fontsize="9")
     return _render(g, path)
-
-
-def _state_name(n):
-    st = lib.tg_task_state(n[T])
-    return "new" if st == NEW else _STATE_NAMES[st]

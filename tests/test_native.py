@@ -1,4 +1,5 @@
-"""The C face through cffi: the deque binding, and the GIL staying off."""
+"""The two faces of the C core: the cffi binding (deque checks, constants from C), and the GIL
+staying off."""
 import os
 import subprocess
 import sys
@@ -7,22 +8,22 @@ import threading
 import pytest
 
 import taskgraph
-from taskgraph._native import FREE_THREADED_BUILD, ffi, gil_enabled, lib
+from taskgraph._native import FREE_THREADED_BUILD, core, ffi, gil_enabled, lib
 
 
 def test_deque_binding_lifo_fifo_and_status_values():
     d = lib.tg_deque_new(2)
     out = ffi.new("uint64_t *")
     try:
-        assert lib.tg_deque_pop(d, out) == lib.TG_EMPTY
-        assert lib.tg_deque_steal(d, out) == lib.TG_EMPTY
+        assert lib.tg_deque_pop(d, out) == core.STEAL_EMPTY
+        assert lib.tg_deque_steal(d, out) == core.STEAL_EMPTY
         for i in range(1, 11):
             assert lib.tg_deque_push(d, i) == 0
         assert lib.tg_deque_size(d) == 10
         assert lib.tg_deque_capacity(d) >= 10
-        assert lib.tg_deque_steal(d, out) == lib.TG_OK and out[0] == 1
-        assert lib.tg_deque_pop(d, out) == lib.TG_OK and out[0] == 10
-        assert {lib.TG_OK, lib.TG_EMPTY, lib.TG_RETRY} == {0, 1, 2}
+        assert lib.tg_deque_steal(d, out) == core.STEAL_OK and out[0] == 1
+        assert lib.tg_deque_pop(d, out) == core.STEAL_OK and out[0] == 10
+        assert {core.STEAL_OK, core.STEAL_EMPTY, core.STEAL_RETRY} == {0, 1, 2}
     finally:
         lib.tg_deque_free(d)
 
@@ -41,9 +42,9 @@ def test_conservation_two_threads(n):
         mine = []
         while True:
             s = lib.tg_deque_steal(d, out)
-            if s == lib.TG_OK:
+            if s == core.STEAL_OK:
                 mine.append(out[0])
-            elif s == lib.TG_EMPTY and stop.is_set():
+            elif s == core.STEAL_EMPTY and stop.is_set():
                 break
         stolen.extend(mine)
 
@@ -54,9 +55,9 @@ def test_conservation_two_threads(n):
     popped = []
     for i in range(1, n + 1):
         lib.tg_deque_push(d, i)
-        if rnd.random() < 0.4 and lib.tg_deque_pop(d, out) == lib.TG_OK:
+        if rnd.random() < 0.4 and lib.tg_deque_pop(d, out) == core.STEAL_OK:
             popped.append(out[0])
-    while lib.tg_deque_pop(d, out) == lib.TG_OK:
+    while lib.tg_deque_pop(d, out) == core.STEAL_OK:
         popped.append(out[0])
     stop.set()
     th.join(timeout=60)

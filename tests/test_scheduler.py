@@ -427,9 +427,10 @@ def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
         assert s.compute(slow(-1)) == -1  # still usable
 
 
-def test_interrupted_submission_leaves_nothing_waiting(monkeypatch):
-    """Ctrl-C in the middle of submitting a big graph: what was claimed drains as cancelled."""
-    import taskgraph.scheduler as sched_mod
+def test_interrupted_submission_leaves_nothing_waiting():
+    """A failure in the middle of submitting a big graph (out of memory at the 300th claim,
+    injected): what was claimed drains as cancelled, nothing waits forever."""
+    from taskgraph._native import core
 
     @tg.task
     def inc(x):
@@ -440,25 +441,21 @@ def test_interrupted_submission_leaves_nothing_waiting(monkeypatch):
     for _ in range(500):
         node = inc(node)
         chain.append(node)
-    real, calls = sched_mod._new_handle, [0]
-
-    def flaky(obj):
-        calls[0] += 1
-        if calls[0] == 300:
-            raise KeyboardInterrupt
-        return real(obj)
-
     with tg.Scheduler(workers=2) as s:
-        monkeypatch.setattr(sched_mod, "_new_handle", flaky)
-        with pytest.raises(KeyboardInterrupt):
-            s.compute(node)
-        monkeypatch.setattr(sched_mod, "_new_handle", real)
+        core._arm_fault(core.FAULT_CLAIM, 300)
+        try:
+            with pytest.raises(MemoryError):
+                s.compute(node)
+        finally:
+            core._arm_fault(core.FAULT_CLAIM, 0)
         claimed = [n for n in chain if n.state != "new"]
         assert len(claimed) == 299
         deadline = time.monotonic() + 10
         while not all(n.done() for n in claimed) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert all(n.state == "cancelled" for n in claimed)
+        with pytest.raises(tg.CancelledError, match="interrupted"):
+            claimed[0].result()
         fresh = inc(41)
         assert s.compute(fresh) == 42  # still usable
 

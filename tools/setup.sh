@@ -92,13 +92,14 @@ write_launcher() {  # $1 = venv, $2 = real interpreter
   done
 }
 
-stamp_of() { cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/csrc/*.[ch] "$ROOT/taskgraph/_build_native.py" 2>/dev/null | sha1sum | cut -c1-16; }
+stamp_of() { cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/csrc/*.[ch] "$ROOT"/csrc/py/*.[ch] 2>/dev/null | sha1sum | cut -c1-16; }
 
 install_into() {  # $1 = venv, $2 = cffi requirement, $3 = extras
   local v=$1 pip="$1/bin/python -m pip --disable-pip-version-check -q"
   $pip install --upgrade pip >"$v/install.log" 2>&1 || true
   $pip install "$2" setuptools wheel >"$v/install.log" 2>&1 || die "pip could not install $2 into $v"
-  # --no-build-isolation: build with the cffi chosen above (cffi 2 refuses 3.13t).
+  # --no-build-isolation: no download of build tools; cffi (runtime only) is the one chosen
+  # above (cffi 2 refuses 3.13t).
   $pip install --no-build-isolation -e "$ROOT[$3]" >"$v/install.log" 2>&1 || { cat "$v/install.log" >&2; die "installing taskgraph into $v failed"; }
 }
 

@@ -219,19 +219,31 @@ static void test_last_element_race(void) {
 
 /* ---------------------------------------------------------------- 3. growth during steals */
 /* The owner pushes big bursts without popping, forcing many doublings while thieves steal
- * continuously; then checks conservation and that the buffer really grew. */
+ * continuously; then checks conservation and that the buffer really grew: a first burst of
+ * 1000 items is pushed before any thief starts, so the ring must reach 1024 slots, and it
+ * must never be smaller than the largest size the owner saw. */
 static void test_growth_while_stealing(void) {
     int64_t n = sanitized() ? 200000 : 2000000;
+    const int64_t first = 1000;
     tg_deque *d = tg_deque_new(2);
+    CHECK(tg_deque_capacity(d) == 2, "initial capacity %lld", (long long)tg_deque_capacity(d));
     _Atomic int stop = 0;
     thief_t th[3];
     pthread_t tid[3];
     memset(th, 0, sizeof th);
+    int64_t max_size = first;
+    for (int64_t k = 1; k <= first; k++) CHECK(tg_deque_push(d, (uint64_t)k) == 0, "push");
+    CHECK(tg_deque_capacity(d) >= 1024, "capacity %lld after %lld pushes without a thief",
+          (long long)tg_deque_capacity(d), (long long)first);
     for (int i = 0; i < 3; i++) {
         th[i].d = d; th[i].stop = &stop;
         pthread_create(&tid[i], NULL, thief_main, &th[i]);
     }
-    for (int64_t k = 1; k <= n; k++) CHECK(tg_deque_push(d, (uint64_t)k) == 0, "push");
+    for (int64_t k = first + 1; k <= n; k++) {
+        CHECK(tg_deque_push(d, (uint64_t)k) == 0, "push");
+        int64_t sz = tg_deque_size(d); /* exact upper bound for the owner: thieves only shrink it */
+        if (sz > max_size) max_size = sz;
+    }
     int64_t cap = tg_deque_capacity(d);
     uint64_t *popped = NULL; int64_t npop = 0, cappop = 0;
     uint64_t v;
@@ -250,9 +262,10 @@ static void test_growth_while_stealing(void) {
         free(th[i].got);
     }
     CHECK(total == n, "%lld of %lld items taken", (long long)total, (long long)n);
-    CHECK(cap >= 2, "capacity");
-    printf("ok growth while stealing (%lld items, capacity reached %lld, %lld stolen mid-growth)\n",
-           (long long)n, (long long)cap, (long long)stolen);
+    CHECK(cap >= 1024 && (cap & (cap - 1)) == 0, "capacity %lld", (long long)cap);
+    CHECK(cap >= max_size, "capacity %lld below the size %lld seen", (long long)cap, (long long)max_size);
+    printf("ok growth while stealing (%lld items, capacity reached %lld, largest size %lld, %lld stolen mid-growth)\n",
+           (long long)n, (long long)cap, (long long)max_size, (long long)stolen);
     free(seen); free(popped);
     tg_deque_free(d);
 }

@@ -1,7 +1,8 @@
 #define _DEFAULT_SOURCE
 /* Stress tests of the scheduler core (csrc/graph.c, csrc/pool.c) with pthreads as workers:
  * random DAGs with failures (every node runs exactly once, after its predecessors; dependents
- * of a failure are skipped), fork-join fib with nested joins, idle workers parking, shutdown.
+ * of a failure are skipped), fork-join fib with nested joins, cancellation, idle workers
+ * parking, shutdown refusing and draining, and successors released into their own pool.
  * Run plain and under ThreadSanitizer / AddressSanitizer by the Makefile, under alarm(). */
 #include "../graph.h"
 #include "../pool.h"
@@ -15,16 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
-
-
 typedef struct job job;
 typedef int (*job_fn)(tg_pool *p, int w, job *j); /* returns the final state */
 struct job {
-    tg_task t; /* first member: a job pointer is a task pointer */
+    tg_task t; /* first member: a job pointer is a task pointer (the Node embeds it likewise) */
     job_fn fn;
     int n;              /* fib argument / DAG node index */
     int64_t result;
     _Atomic int runs;   /* how many times the body ran */
+    _Atomic int ran_on; /* 1 + the pool id it ran on (cross-pool test) */
     int npred;
     int *pred;
     int fail;           /* DAG: this node fails */
@@ -33,29 +33,38 @@ struct job {
 typedef struct {
     tg_pool *p;
     int w;
+    int pool_id;
     _Atomic int *ended; /* set when a run ends */
 } worker_arg;
 
-/* Runs `out` and every task handed out after it inside a tg_join loop for `awaited`. */
-static void run_handed(tg_pool *p, int w, job *j, int *final) {
-    if (j->t.skip) { *final = TG_CANCELLED; return; } /* returned as TG_NEXT_SKIP */
-    /* Relaxed: counted, checked after the pool stops. */
-    atomic_fetch_add_explicit(&j->runs, 1, memory_order_relaxed);
-    *final = j->fn(p, w, j);
+static _Thread_local int my_pool_id;
+
+/* Runs (or skips) a task handed out by tg_pool_find and finishes it. */
+static void handle(tg_pool *p, int w, tg_find r, tg_task *t, _Atomic int *ended) {
+    job *j = (job *)t;
+    CHECK((r == TG_FIND_SKIP) == (t->skip != 0), "skip code and flag disagree");
+    int final = TG_CANCELLED;
+    if (r == TG_FIND_RUN) {
+        /* Relaxed: counted, checked after the pool stops. */
+        atomic_fetch_add_explicit(&j->runs, 1, memory_order_relaxed);
+        atomic_store_explicit(&j->ran_on, my_pool_id + 1, memory_order_relaxed);
+        final = j->fn(p, w, j);
+    }
+    tg_task *refused = NULL;
+    if (tg_pool_finish(p, w, t, (tg_state)final, &refused) && ended)
+        atomic_store_explicit(ended, 1, memory_order_release); /* main's acquire */
+    CHECK(refused == NULL, "a live pool refused a successor");
 }
 
+static _Atomic int *fib_ended;
+
 static void join(tg_pool *p, int w, job *awaited) {
-    void *out;
-    tg_task *done = NULL;
-    int final = 0;
+    tg_task *t;
     for (;;) {
-        int r = tg_join(p, w, &awaited->t, done, final, 1, &out);
-        if (r == TG_NEXT_JOINED) return;
-        CHECK(r == TG_NEXT_TASK || r == TG_NEXT_SKIP, "join got %d", r);
-        CHECK((r == TG_NEXT_SKIP) == (((job *)out)->t.skip != 0), "skip code and flag disagree");
-        job *j = out;
-        run_handed(p, w, j, &final);
-        done = &j->t;
+        tg_find r = tg_pool_find(p, w, &awaited->t, 1, NULL, &t);
+        if (r == TG_FIND_JOINED) return;
+        CHECK(r == TG_FIND_RUN || r == TG_FIND_SKIP, "join got %d", r);
+        handle(p, w, r, t, fib_ended);
     }
 }
 
@@ -67,8 +76,9 @@ static int fib_body(tg_pool *p, int w, job *j) {
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     a.fn = b.fn = fib_body;
     a.n = j->n - 1; b.n = j->n - 2;
-    CHECK(tg_spawn(p, w, &a.t, &a, &fib_run) == 1, "spawn a");
-    CHECK(tg_spawn(p, w, &b.t, &b, &fib_run) == 1, "spawn b");
+    CHECK(tg_pool_spawn(p, w, &a.t, &fib_run) == TG_PUSH_QUEUED, "spawn a");
+    CHECK(tg_pool_spawn(p, w, &b.t, &fib_run) == TG_PUSH_QUEUED, "spawn b");
+    CHECK(tg_pool_spawn(p, w, &b.t, &fib_run) == TG_PUSH_TAKEN, "a second spawn of b is refused");
     join(p, w, &b);
     join(p, w, &a);
     CHECK(tg_task_state(&a.t) == TG_DONE && tg_task_state(&b.t) == TG_DONE, "children done");
@@ -78,22 +88,13 @@ static int fib_body(tg_pool *p, int w, job *j) {
 
 static void *worker_main(void *arg) {
     worker_arg *wa = arg;
-    void *out;
-    tg_task *done = NULL;
-    int final = 0;
+    my_pool_id = wa->pool_id;
+    tg_task *t;
     for (;;) {
-        int r = tg_next(wa->p, wa->w, done, final, &out);
-        done = NULL;
-        if (r == TG_NEXT_SHUTDOWN) break;
-        if (r == TG_NEXT_ENDED) {
-            atomic_store_explicit(wa->ended, 1, memory_order_release); /* main's acquire */
-            continue;
-        }
-        CHECK(r == TG_NEXT_TASK || r == TG_NEXT_SKIP, "next got %d", r);
-        job *j = out;
-        CHECK((r == TG_NEXT_SKIP) == (j->t.skip != 0), "skip code and flag disagree");
-        run_handed(wa->p, wa->w, j, &final);
-        done = &j->t;
+        tg_find r = tg_pool_find(wa->p, wa->w, NULL, 1, NULL, &t);
+        if (r == TG_FIND_SHUTDOWN) break;
+        CHECK(r == TG_FIND_RUN || r == TG_FIND_SKIP, "find got %d", r);
+        handle(wa->p, wa->w, r, t, wa->ended);
     }
     return NULL;
 }
@@ -122,6 +123,7 @@ static void test_dag(tg_pool *p, _Atomic int *ended, int nodes, unsigned seed) {
     dag_jobs = calloc((size_t)nodes, sizeof(job));
     tg_run run;
     memset(&run, 0, sizeof run);
+    run.pool = p;
     for (int i = 0; i < nodes; i++) {
         job *j = &dag_jobs[i];
         j->fn = dag_body;
@@ -136,15 +138,14 @@ static void test_dag(tg_pool *p, _Atomic int *ended, int nodes, unsigned seed) {
     tg_run_hold(&run);
     for (int i = 0; i < nodes; i++) {
         job *j = &dag_jobs[i];
-        CHECK(tg_task_claim(&j->t, j, &run) == 1, "claim");
-        CHECK(tg_task_claim(&j->t, j, &run) == 0, "double claim must fail");
+        CHECK(tg_task_claim(&j->t, &run) == 1, "claim");
+        CHECK(tg_task_claim(&j->t, &run) == 0, "double claim must fail");
         for (int k = 0; k < j->npred; k++)
-            CHECK(tg_task_depend(&j->t, &dag_jobs[j->pred[k]].t) >= 0, "depend");
-        CHECK(tg_submit(p, -1, &j->t) >= 0, "submit");
+            CHECK(tg_task_depend(&j->t, &dag_jobs[j->pred[k]].t) != TG_DEP_NOMEM, "depend");
+        CHECK(tg_pool_release_external(p, &j->t) >= 0, "release");
     }
     if (!tg_run_release(&run)) wait_flag(ended);
-    /* Expected: a node is cancelled iff some ancestor failed (or it is a failed node itself:
-     * it ran and failed). */
+    /* Expected: a node is cancelled iff some ancestor failed. */
     int *bad = calloc((size_t)nodes, sizeof(int));
     int ran = 0, cancelled = 0, failed = 0;
     for (int i = 0; i < nodes; i++) {
@@ -155,6 +156,7 @@ static void test_dag(tg_pool *p, _Atomic int *ended, int nodes, unsigned seed) {
         int runs = atomic_load_explicit(&j->runs, memory_order_relaxed);
         if (poisoned) {
             CHECK(st == TG_CANCELLED && runs == 0, "node %d: state %s runs %d, expected cancelled", i, tg_state_name(st), runs);
+            CHECK(tg_task_poisoned(&j->t) == TG_POISON_DEP, "node %d poisoned for %d", i, tg_task_poisoned(&j->t));
             cancelled++;
         } else {
             CHECK(runs == 1, "node %d ran %d times", i, runs);
@@ -165,7 +167,7 @@ static void test_dag(tg_pool *p, _Atomic int *ended, int nodes, unsigned seed) {
         bad[i] = poisoned || j->fail;
         free(j->pred);
     }
-    CHECK(atomic_load(&run.live) == 0, "live %lld", (long long)atomic_load(&run.live));
+    CHECK(tg_run_live(&run) == 0, "live %lld", (long long)tg_run_live(&run));
     printf("ok random DAG (%d nodes: %d ran, %d failed, %d cancelled)\n", nodes, ran, failed, cancelled);
     free(bad);
     free(dag_jobs);
@@ -173,11 +175,14 @@ static void test_dag(tg_pool *p, _Atomic int *ended, int nodes, unsigned seed) {
 
 static void test_fib(tg_pool *p, _Atomic int *ended, int n) {
     memset(&fib_run, 0, sizeof fib_run);
+    fib_run.pool = p;
+    fib_ended = ended;
     job root;
     memset(&root, 0, sizeof root);
     root.fn = fib_body;
     root.n = n;
-    CHECK(tg_spawn(p, -1, &root.t, &root, &fib_run) == 1, "spawn root");
+    CHECK(tg_task_claim(&root.t, &fib_run) == 1, "claim root");
+    CHECK(tg_pool_release_external(p, &root.t) == TG_PUSH_QUEUED, "queue root");
     wait_flag(ended);
     CHECK(tg_task_state(&root.t) == TG_DONE, "root state");
     CHECK(root.result == fib_serial(n), "fib(%d) = %lld", n, (long long)root.result);
@@ -189,21 +194,45 @@ static void test_cancel_before_start(tg_pool *p, _Atomic int *ended) {
      * dependent is poisoned. */
     tg_run run;
     memset(&run, 0, sizeof run);
+    run.pool = p;
     job a, b;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     a.fn = b.fn = dag_body;
     dag_jobs = &a; /* dag_body of b checks its predecessors in dag_jobs */
-    b.npred = 0;
     tg_run_hold(&run);
-    CHECK(tg_task_claim(&a.t, &a, &run) == 1 && tg_task_claim(&b.t, &b, &run) == 1, "claim");
+    CHECK(tg_task_claim(&a.t, &run) == 1 && tg_task_claim(&b.t, &run) == 1, "claim");
     CHECK(tg_task_depend(&b.t, &a.t) == TG_DEP_WAIT, "depend");
-    tg_task_cancel(&a.t);
-    CHECK(tg_submit(p, -1, &a.t) == 1, "submit a");
-    CHECK(tg_submit(p, -1, &b.t) >= 0, "submit b"); /* ready at once if a was already skipped */
+    tg_task_cancel(&a.t, TG_POISON_CANCEL);
+    tg_task_cancel(&a.t, TG_POISON_DEP); /* the first reason stays */
+    CHECK(tg_task_poisoned(&a.t) == TG_POISON_CANCEL, "first reason kept");
+    CHECK(tg_pool_release_external(p, &a.t) == TG_PUSH_QUEUED, "queue a");
+    CHECK(tg_pool_release_external(p, &b.t) >= 0, "release b"); /* queued at once if a was already skipped */
     if (!tg_run_release(&run)) wait_flag(ended);
     CHECK(atomic_load(&a.runs) == 0 && tg_task_state(&a.t) == TG_CANCELLED, "cancelled task ran");
     CHECK(atomic_load(&b.runs) == 0 && tg_task_state(&b.t) == TG_CANCELLED, "dependent ran");
     printf("ok cancel before start\n");
+}
+
+static void test_run_cancel(tg_pool *p, _Atomic int *ended) {
+    /* A cancelled run hands its tasks out with skip set: none of them runs. */
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    run.pool = p;
+    enum { N = 200 };
+    job *jobs = calloc(N, sizeof(job));
+    dag_jobs = jobs;
+    tg_run_hold(&run);
+    tg_run_cancel(&run);
+    for (int i = 0; i < N; i++) {
+        jobs[i].fn = dag_body;
+        CHECK(tg_task_claim(&jobs[i].t, &run) == 1, "claim");
+        CHECK(tg_pool_release_external(p, &jobs[i].t) == TG_PUSH_QUEUED, "queue");
+    }
+    if (!tg_run_release(&run)) wait_flag(ended);
+    for (int i = 0; i < N; i++)
+        CHECK(atomic_load(&jobs[i].runs) == 0 && tg_task_state(&jobs[i].t) == TG_CANCELLED, "task %d of a cancelled run", i);
+    free(jobs);
+    printf("ok cancelled run skips its tasks\n");
 }
 
 static void stats_total(tg_pool *p, int nw, int64_t *tot) {
@@ -217,7 +246,7 @@ static void stats_total(tg_pool *p, int nw, int64_t *tot) {
 
 static void test_idle_parks(tg_pool *p, int nw) {
     /* All workers are out of work now: within a second every one must be parked, and stay
-     * parked (no spinning): the park count stops moving. */
+     * parked (no spinning): the steal attempts stop moving. */
     int64_t a[TG_NSTATS], b[TG_NSTATS];
     usleep(300000);
     stats_total(p, nw, a);
@@ -232,6 +261,71 @@ static void test_idle_parks(tg_pool *p, int nw) {
     printf("ok idle workers park (%.4f s CPU over 0.5 s idle)\n", cpu);
 }
 
+/* After shutdown: injections are refused, queued tasks drain with skip set, and a successor
+ * whose pool is shut down comes back to the finisher as refused. */
+static void test_shutdown_refuses_and_drains(void) {
+    tg_pool *p = tg_pool_new(2); /* no worker threads: nothing takes from the queues */
+    CHECK(p, "pool");
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    run.pool = p;
+    job q[3];
+    memset(q, 0, sizeof q);
+    for (int i = 0; i < 3; i++) CHECK(tg_task_claim(&q[i].t, &run) == 1, "claim");
+    CHECK(tg_pool_release_external(p, &q[0].t) == TG_PUSH_QUEUED, "queue before shutdown");
+    CHECK(tg_task_depend(&q[2].t, &q[1].t) == TG_DEP_WAIT, "depend");
+    CHECK(tg_pool_release_external(p, &q[2].t) == TG_PUSH_WAITING, "waits for q1");
+    tg_pool_shutdown(p);
+    CHECK(tg_pool_is_shutdown(p), "is_shutdown");
+    CHECK(tg_pool_release_external(p, &q[1].t) == TG_PUSH_REFUSED, "refused after shutdown");
+    tg_task *t;
+    CHECK(tg_pool_drain(p, &t) == 1 && t == &q[0].t && t->skip, "drains the queued task");
+    tg_task *refused = NULL;
+    tg_pool_finish(p, 0, t, TG_CANCELLED, &refused);
+    CHECK(tg_pool_drain(p, &t) == 0, "nothing else queued");
+    /* q1 was refused: the caller finishes it; its successor q2 is refused too. */
+    tg_pool_finish(NULL, -1, &q[1].t, TG_CANCELLED, &refused);
+    CHECK(refused == &q[2].t && q[2].t.link == NULL, "successor of a shut-down pool comes back");
+    CHECK(tg_task_poisoned(&q[2].t) == TG_POISON_DEP, "and is poisoned");
+    tg_pool_finish(NULL, -1, &q[2].t, TG_CANCELLED, &refused);
+    CHECK(tg_run_live(&run) == 0, "run ended");
+    tg_pool_free(p);
+    printf("ok shutdown refuses injections, drains queues, returns refused successors\n");
+}
+
+/* A successor in another pool is released into that pool (and runs on its workers). */
+static void test_cross_pool_release(void) {
+    tg_pool *pa = tg_pool_new(1), *pb = tg_pool_new(1);
+    _Atomic int ea = 0, eb = 0;
+    pthread_t ta, tb;
+    worker_arg wa = {pa, 0, 1, &ea}, wb = {pb, 0, 2, &eb};
+    pthread_create(&ta, NULL, worker_main, &wa);
+    pthread_create(&tb, NULL, worker_main, &wb);
+    tg_run ra, rb;
+    memset(&ra, 0, sizeof ra); memset(&rb, 0, sizeof rb);
+    ra.pool = pa;
+    rb.pool = pb;
+    job a, b;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    a.fn = b.fn = dag_body;
+    dag_jobs = &a;
+    CHECK(tg_task_claim(&a.t, &ra) && tg_task_claim(&b.t, &rb), "claim");
+    CHECK(tg_task_depend(&b.t, &a.t) == TG_DEP_WAIT, "depend");
+    CHECK(tg_pool_release_external(pb, &b.t) == TG_PUSH_WAITING, "b waits");
+    CHECK(tg_pool_release_external(pa, &a.t) == TG_PUSH_QUEUED, "a queued");
+    wait_flag(&ea);
+    wait_flag(&eb);
+    CHECK(atomic_load(&a.ran_on) == 2 && atomic_load(&b.ran_on) == 3, "ran on %d and %d",
+          atomic_load(&a.ran_on), atomic_load(&b.ran_on));
+    tg_pool_shutdown(pa);
+    tg_pool_shutdown(pb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    tg_pool_free(pa);
+    tg_pool_free(pb);
+    printf("ok a successor is released into its own pool\n");
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     int sizes[] = {1, 2, 4, 8};
@@ -243,7 +337,7 @@ int main(void) {
         pthread_t tid[8];
         worker_arg wa[8];
         for (int w = 0; w < nw; w++) {
-            wa[w] = (worker_arg){p, w, &ended};
+            wa[w] = (worker_arg){p, w, 0, &ended};
             pthread_create(&tid[w], NULL, worker_main, &wa[w]);
         }
         printf("-- %d workers\n", nw);
@@ -251,6 +345,7 @@ int main(void) {
         for (int r = 0; r < reps; r++) test_dag(p, &ended, sanitized() ? 2000 : 5000, 17u * (unsigned)(r + 1) + (unsigned)nw);
         test_fib(p, &ended, sanitized() ? 16 : 22);
         test_cancel_before_start(p, &ended);
+        test_run_cancel(p, &ended);
         int64_t tot[TG_NSTATS];
         stats_total(p, nw, tot);
         printf("   counters: run %lld, spawned %lld, stolen %lld, steal attempts %lld, injected %lld, parks %lld\n",
@@ -267,6 +362,8 @@ int main(void) {
         for (int w = 0; w < nw; w++) pthread_join(tid[w], NULL);
         tg_pool_free(p);
     }
-    printf("pool: 5 passed, 0 failed\n");
+    test_shutdown_refuses_and_drains();
+    test_cross_pool_release();
+    printf("pool: 8 passed, 0 failed\n");
     return 0;
 }

@@ -1,0 +1,64 @@
+/* The few C-API calls taskgraph uses that older CPythons lack (3.11 and 3.12 with the GIL).
+ * On those builds the GIL makes the borrowed-reference forms safe. */
+#ifndef TG_PY_COMPAT_H
+#define TG_PY_COMPAT_H
+
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x030C0000
+static inline PyObject *PyErr_GetRaisedException(void) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (!t) return NULL;
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (tb) PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+static inline void PyErr_SetRaisedException(PyObject *exc) { /* steals exc */
+    if (!exc) {
+        PyErr_Clear();
+        return;
+    }
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+}
+#endif
+
+#if PY_VERSION_HEX < 0x030D0000
+static inline int PyObject_GetOptionalAttr(PyObject *o, PyObject *name, PyObject **res) {
+    return _PyObject_LookupAttr(o, name, res);
+}
+static inline int PyObject_GetOptionalAttrString(PyObject *o, const char *name, PyObject **res) {
+    PyObject *n = PyUnicode_FromString(name);
+    if (!n) {
+        *res = NULL;
+        return -1;
+    }
+    int r = _PyObject_LookupAttr(o, n, res);
+    Py_DECREF(n);
+    return r;
+}
+static inline PyObject *PyList_GetItemRef(PyObject *l, Py_ssize_t i) {
+    PyObject *x = PyList_GetItem(l, i);
+    Py_XINCREF(x);
+    return x;
+}
+#ifndef Py_BEGIN_CRITICAL_SECTION
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
+static inline int tg_long_as_int(PyObject *o) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v > INT32_MAX || v < INT32_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "value out of range");
+        return -1;
+    }
+    return (int)v;
+}
+#else
+#define tg_long_as_int PyLong_AsInt
+#endif
+
+#endif

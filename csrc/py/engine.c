@@ -1,0 +1,228 @@
+/* Engine: the native half of a taskgraph.Scheduler. The Scheduler creates the pool through
+ * cffi (taskgraph/scheduler.py) and hands it over with the cffi object that owns it; the
+ * engine keeps that object, so the pool lives as long as anyone can still reach it (a
+ * concurrent stats() or compute() during close() never touches freed memory). The engine owns
+ * the per-worker state, the list of active runs, and the closing and draining. */
+#include "tgpy.h"
+
+#include <stdlib.h>
+
+int tg_engine_add_run(EngineObject *e, RunObject *run) {
+    pthread_mutex_lock(&e->mu);
+    int closed = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
+    if (!closed && !run->registered) {
+        run->prev = NULL;
+        run->next = e->runs;
+        if (e->runs) e->runs->prev = run;
+        e->runs = (RunObject *)Py_NewRef((PyObject *)run);
+        run->registered = 1;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (closed) {
+        PyErr_Format(TG.SchedulerClosedError, "%U is closed", e->label);
+        return -1;
+    }
+    return 0;
+}
+
+void tg_engine_forget_run(EngineObject *e, RunObject *run) {
+    pthread_mutex_lock(&e->mu);
+    int was = run->registered;
+    if (was) {
+        if (run->prev) run->prev->next = run->next;
+        else e->runs = run->next;
+        if (run->next) run->next->prev = run->prev;
+        run->prev = run->next = NULL;
+        run->registered = 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (was) Py_DECREF(run); /* the list's reference, released outside the lock */
+}
+
+static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"pool_address", "pool_owner", "workers", "number", "max_help_depth",
+                            "label", NULL};
+    unsigned long long address;
+    PyObject *owner, *label;
+    int nworkers, number, depth;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KOiiiU:Engine", names, &address, &owner,
+                                     &nworkers, &number, &depth, &label))
+        return NULL;
+    tg_pool *pool = (tg_pool *)(uintptr_t)address;
+    if (!pool || nworkers < 1 || tg_pool_workers(pool) != nworkers || depth < 0) {
+        PyErr_SetString(PyExc_ValueError, "Engine: pool and worker count do not match");
+        return NULL;
+    }
+    EngineObject *e = (EngineObject *)type->tp_alloc(type, 0);
+    if (!e) return NULL;
+    size_t bytes = (sizeof(Worker) * (size_t)nworkers + 63) / 64 * 64;
+    e->workers = aligned_alloc(64, bytes);
+    if (!e->workers) {
+        Py_DECREF(e);
+        return PyErr_NoMemory();
+    }
+    memset(e->workers, 0, bytes);
+    for (int i = 0; i < nworkers; i++) {
+        e->workers[i].engine = e;
+        e->workers[i].index = i;
+        atomic_init(&e->workers[i].rec, NULL);
+        atomic_init(&e->workers[i].rec_busy, 0);
+    }
+    e->pool = pool;
+    e->pool_owner = Py_NewRef(owner);
+    e->nworkers = nworkers;
+    e->number = number;
+    e->max_help_depth = depth;
+    e->label = Py_NewRef(label);
+    pthread_mutex_init(&e->mu, NULL);
+    atomic_init(&e->closed, 0);
+    tg_pool_set_idle_hooks(pool, tg_idle_begin, tg_idle_end);
+    if (tg_trace_attach_engine(e) < 0) {
+        Py_DECREF(e);
+        return NULL;
+    }
+    return (PyObject *)e;
+}
+
+static void engine_dealloc(EngineObject *e) {
+    tg_trace_engine_gone(e);
+    if (e->workers) {
+        for (int i = 0; i < e->nworkers; i++) PyMem_RawFree(e->workers[i].frames);
+        free(e->workers);
+        pthread_mutex_destroy(&e->mu);
+    }
+    Py_CLEAR(e->label);
+    Py_CLEAR(e->pool_owner); /* frees the pool if nobody else holds it */
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* work(i): the life of worker thread i: runs tasks until the pool shuts down. */
+static PyObject *engine_work(EngineObject *e, PyObject *arg) {
+    int i = tg_long_as_int(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || i >= e->nworkers) {
+        PyErr_Format(PyExc_ValueError, "no worker %d", i);
+        return NULL;
+    }
+    if (TG_TLS.worker) {
+        PyErr_SetString(PyExc_RuntimeError, "this thread is already a taskgraph worker");
+        return NULL;
+    }
+    Worker *W = &e->workers[i];
+    TG_TLS.worker = W;
+    tg_wait_until(W, NULL);
+    TG_TLS.worker = NULL;
+    Py_RETURN_NONE;
+}
+
+/* submit(run, nodes): submits the lazy graph under the Nodes in the list `nodes` as part of
+ * run, from outside the workers. Returns how many nodes it claimed. */
+static PyObject *engine_submit(EngineObject *e, PyObject *args) {
+    RunObject *run;
+    PyObject *nodes;
+    if (!PyArg_ParseTuple(args, "O!O!:submit", &TG_RunType, &run, &PyList_Type, &nodes)) return NULL;
+    if (run->engine != e) {
+        PyErr_SetString(PyExc_ValueError, "submit: the run belongs to another engine");
+        return NULL;
+    }
+    PyObject *snap = PyList_GetSlice(nodes, 0, PY_SSIZE_T_MAX); /* ours: no borrowed reads */
+    if (!snap) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snap); i++)
+        if (!Node_Check(PyList_GET_ITEM(snap, i))) {
+            PyErr_Format(PyExc_TypeError, "submit: not a Node: %R", PyList_GET_ITEM(snap, i));
+            Py_DECREF(snap);
+            return NULL;
+        }
+    Py_ssize_t n = PyList_GET_SIZE(snap);
+    Py_ssize_t claimed = tg_submit(e, run, n ? &PyList_GET_ITEM(snap, 0) : NULL, n, NULL);
+    Py_DECREF(snap);
+    return claimed < 0 ? NULL : PyLong_FromSsize_t(claimed);
+}
+
+/* begin_close(reason): marks the engine closed and cancels its active runs with reason.
+ * False if it was closed already. */
+static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
+    if (!PyUnicode_Check(reason)) {
+        PyErr_SetString(PyExc_TypeError, "begin_close(reason) needs a str");
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    int was = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
+    /* Release: pairs with the acquire in cancel_error (worker.c). */
+    atomic_store_explicit(&e->closed, 1, memory_order_release);
+    int n = 0;
+    for (RunObject *r = e->runs; r; r = r->next) n++;
+    RunObject **runs = n ? malloc(sizeof(RunObject *) * (size_t)n) : NULL;
+    int k = 0;
+    for (RunObject *r = e->runs; runs && r; r = r->next) runs[k++] = (RunObject *)Py_NewRef((PyObject *)r);
+    pthread_mutex_unlock(&e->mu);
+    if (n && !runs) return PyErr_NoMemory();
+    for (int i = 0; i < k; i++) {
+        tg_run_cancel_with(runs[i], reason, NULL);
+        Py_DECREF(runs[i]);
+    }
+    free(runs);
+    return PyBool_FromLong(!was);
+}
+
+/* drain(): after the pool shut down and every worker thread returned: finishes every task
+ * left in a queue as cancelled (and, through them, what was waiting for them). */
+static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    tg_task *t;
+    while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
+    tg_trace_engine_gone(e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *engine_get_closed(EngineObject *e, void *c) {
+    (void)c;
+    return PyBool_FromLong(atomic_load_explicit(&e->closed, memory_order_acquire)); /* see close */
+}
+
+static PyObject *engine_get_active(EngineObject *e, void *c) {
+    (void)c;
+    pthread_mutex_lock(&e->mu);
+    long n = 0;
+    for (RunObject *r = e->runs; r; r = r->next) n++;
+    pthread_mutex_unlock(&e->mu);
+    return PyLong_FromLong(n);
+}
+
+static PyMethodDef engine_methods[] = {
+    {"work", (PyCFunction)engine_work, METH_O, "work(i): worker thread i's life."},
+    {"submit", (PyCFunction)engine_submit, METH_VARARGS,
+     "submit(run, nodes) -> number of nodes claimed: the lazy graph under nodes joins run."},
+    {"begin_close", (PyCFunction)engine_begin_close, METH_O,
+     "begin_close(reason) -> False if already closed; else marks it closed and cancels its runs."},
+    {"drain", (PyCFunction)engine_drain, METH_NOARGS,
+     "drain(): finishes what is left in the queues as cancelled (after the workers stopped)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef engine_getset[] = {
+    {"closed", (getter)engine_get_closed, NULL, "Whether close began.", NULL},
+    {"active_runs", (getter)engine_get_active, NULL, "Runs not ended yet.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef engine_members[] = {
+    {"workers", T_INT, offsetof(EngineObject, nworkers), READONLY, "Number of workers."},
+    {"number", T_INT, offsetof(EngineObject, number), READONLY, "Scheduler.number."},
+    {"label", T_OBJECT_EX, offsetof(EngineObject, label), READONLY, "For messages."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject TG_EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "taskgraph._core.Engine",
+    .tp_basicsize = sizeof(EngineObject),
+    .tp_dealloc = (destructor)engine_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Engine(pool_address, pool_owner, workers, number, max_help_depth, label): the "
+              "native half of a Scheduler (private).",
+    .tp_methods = engine_methods,
+    .tp_members = engine_members,
+    .tp_getset = engine_getset,
+    .tp_new = engine_new,
+};

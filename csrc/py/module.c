@@ -1,0 +1,275 @@
+/* taskgraph._core: module definition, constants, configuration, per-thread state, faults. */
+#include "tgpy.h"
+
+#include <sched.h>
+
+tg_globals TG;
+_Thread_local tg_tls TG_TLS;
+_Atomic int tg_faults_armed;
+static _Atomic int64_t fault_countdown[TG_FAULT_NSITES];
+static _Atomic uint64_t thread_numbers; /* threads that named a node so far */
+
+uint64_t tg_next_node_id(void) {
+    tg_tls *tls = &TG_TLS;
+    if (!tls->thread_no)
+        /* Relaxed: a unique number is all that is needed. */
+        tls->thread_no = atomic_fetch_add_explicit(&thread_numbers, 1, memory_order_relaxed) + 1;
+    return ((tls->thread_no - 1) << 40) | ++tls->seq;
+}
+
+int tg_fault_hit(tg_fault_site site) {
+    /* Relaxed: a countdown armed by a test; the thread that takes it to 0 fails once. */
+    int64_t left = atomic_load_explicit(&fault_countdown[site], memory_order_relaxed);
+    while (left > 0) {
+        if (atomic_compare_exchange_weak_explicit(&fault_countdown[site], &left, left - 1,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return left == 1;
+    }
+    return 0;
+}
+
+void tg_lock_detached(pthread_mutex_t *mu) {
+    if (pthread_mutex_trylock(mu) == 0) return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(mu);
+    Py_END_ALLOW_THREADS
+}
+
+/* ---------------------------------------------------------------- functions */
+
+static PyObject *configure(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    static char *names[] = {"CancelledError", "SchedulerClosedError", "TaskgraphError",
+                            "compute", "compute_lazy", "run_serially", NULL};
+    PyObject *v[6] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOO", names, &v[0], &v[1], &v[2], &v[3],
+                                     &v[4], &v[5]))
+        return NULL;
+    PyObject **slots[6] = {&TG.CancelledError, &TG.SchedulerClosedError, &TG.TaskgraphError,
+                           &TG.hook_compute, &TG.hook_compute_lazy, &TG.hook_run_serially};
+    for (int i = 0; i < 6; i++) {
+        if (!v[i]) continue;
+        if (i < 3 && !(PyType_Check(v[i]) && PyType_IsSubtype((PyTypeObject *)v[i], (PyTypeObject *)PyExc_BaseException))) {
+            PyErr_Format(PyExc_TypeError, "%s must be an exception class", names[i]);
+            return NULL;
+        }
+        if (i >= 3 && !PyCallable_Check(v[i])) {
+            PyErr_Format(PyExc_TypeError, "%s must be callable", names[i]);
+            return NULL;
+        }
+        Py_XSETREF(*slots[i], Py_NewRef(v[i]));
+    }
+    Py_RETURN_NONE;
+}
+
+/* The Nodes in obj (any structure the argument scan understands), as a list. */
+static PyObject *scan(PyObject *mod, PyObject *obj) {
+    (void)mod;
+    PyObject *who = PyUnicode_FromString("compute");
+    if (!who) return NULL;
+    PyObject *deps = tg_scan(&obj, 1, who);
+    Py_DECREF(who);
+    if (!deps) return PyErr_Occurred() ? NULL : PyList_New(0);
+    PyObject *out = PySequence_List(deps);
+    Py_DECREF(deps);
+    return out;
+}
+
+static PyObject *substitute(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *obj, *who = NULL;
+    if (!PyArg_ParseTuple(args, "O|U:substitute", &obj, &who)) return NULL;
+    if (who) return tg_substitute(obj, who);
+    who = PyUnicode_FromString("compute");
+    if (!who) return NULL;
+    PyObject *r = tg_substitute(obj, who);
+    Py_DECREF(who);
+    return r;
+}
+
+static PyObject *serial_enter(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    TG_TLS.serial++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *serial_exit(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    if (TG_TLS.serial <= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "taskgraph.serial() exited more often than entered");
+        return NULL;
+    }
+    TG_TLS.serial--;
+    Py_RETURN_NONE;
+}
+
+static PyObject *in_serial(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    return PyBool_FromLong(TG_TLS.serial > 0);
+}
+
+/* The engine whose task runs on this thread, or None. */
+static PyObject *current_engine(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    Worker *W = TG_TLS.worker;
+    if (!W || !W->current) Py_RETURN_NONE;
+    return Py_NewRef((PyObject *)W->engine);
+}
+
+/* The node whose task runs on this thread, or None. */
+static PyObject *current_node(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    Worker *W = TG_TLS.worker;
+    if (!W || !W->current) Py_RETURN_NONE;
+    return Py_NewRef((PyObject *)W->current);
+}
+
+static PyObject *run_inline(PyObject *mod, PyObject *node) {
+    (void)mod;
+    if (!Node_Check(node)) {
+        PyErr_Format(PyExc_TypeError, "run_inline needs a Node, got %.100s", Py_TYPE(node)->tp_name);
+        return NULL;
+    }
+    int r = tg_run_inline((NodeObject *)node);
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *arm_fault(PyObject *mod, PyObject *args) {
+    (void)mod;
+    int site;
+    long long n;
+    if (!PyArg_ParseTuple(args, "iL:_arm_fault", &site, &n)) return NULL;
+    if (site < 0 || site >= TG_FAULT_NSITES) {
+        PyErr_Format(PyExc_ValueError, "no fault site %d", site);
+        return NULL;
+    }
+    /* Relaxed: the test arms, then runs the code under test on this or a started thread. */
+    atomic_store_explicit(&fault_countdown[site], n, memory_order_relaxed);
+    int any = 0;
+    for (int i = 0; i < TG_FAULT_NSITES; i++)
+        any |= atomic_load_explicit(&fault_countdown[i], memory_order_relaxed) > 0;
+    atomic_store_explicit(&tg_faults_armed, any, memory_order_relaxed);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "Registers the exception classes and the Python functions the C code calls back."},
+    {"scan", scan, METH_O, "scan(obj) -> list of the Nodes inside obj (nested structures)."},
+    {"substitute", substitute, METH_VARARGS,
+     "substitute(obj, who='compute') -> obj with its Nodes replaced by their values."},
+    {"serial_enter", serial_enter, METH_NOARGS, "Enters serial mode on this thread."},
+    {"serial_exit", serial_exit, METH_NOARGS, "Leaves serial mode on this thread."},
+    {"in_serial", in_serial, METH_NOARGS, "Whether this thread is in serial mode."},
+    {"current_engine", current_engine, METH_NOARGS,
+     "The engine whose task runs on this thread, or None."},
+    {"current_node", current_node, METH_NOARGS,
+     "The node whose task runs on this thread, or None."},
+    {"run_inline", run_inline, METH_O,
+     "run_inline(node) -> True if it ran the NEW node in this thread, False if claimed."},
+    {"trace_start", tg_trace_start, METH_NOARGS,
+     "Attaches a recorder to every worker of every live engine (and of engines made later)."},
+    {"trace_stop", tg_trace_stop, METH_NOARGS,
+     "Detaches the recorders (waiting for any record being written) and returns them."},
+    {"_arm_fault", arm_fault, METH_VARARGS,
+     "_arm_fault(site, n): the n-th occurrence of a fault site fails (tests only)."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ---------------------------------------------------------------- module */
+
+static int add_int(PyObject *m, const char *name, long v) {
+    return PyModule_AddIntConstant(m, name, v);
+}
+
+/* PyModule_Add (3.13) for older versions too: steals obj. */
+static int add_steal(PyObject *m, const char *name, PyObject *obj) {
+    int r = PyModule_AddObjectRef(m, name, obj);
+    Py_DECREF(obj);
+    return r;
+}
+
+static int exec_module(PyObject *m) {
+    PyTypeObject *types[] = {&TG_TaskType, &TG_NodeType, &TG_RunType, &TG_EngineType,
+                             &TG_RecorderType};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        if (PyType_Ready(types[i]) < 0) return -1;
+        const char *dot = strrchr(types[i]->tp_name, '.');
+        if (PyModule_AddObjectRef(m, dot ? dot + 1 : types[i]->tp_name, (PyObject *)types[i]) < 0)
+            return -1;
+    }
+    PyObject *names = PyTuple_New(TG_NSTATES);
+    if (!names) return -1;
+    for (int s = 0; s < TG_NSTATES; s++) {
+        PyObject *str = PyUnicode_InternFromString(tg_state_name(s));
+        if (!str) { Py_DECREF(names); return -1; }
+        TG.state_names[s] = Py_NewRef(str);
+        PyTuple_SET_ITEM(names, s, str);
+    }
+    if (add_steal(m, "STATE_NAMES", names) < 0) return -1;
+    static const char *stat_names[TG_NSTATS] = {"tasks_run", "spawned", "stolen",
+                                                "steal_attempts", "injected", "parks"};
+    PyObject *sn = PyTuple_New(TG_NSTATS);
+    if (!sn) return -1;
+    for (int k = 0; k < TG_NSTATS; k++) {
+        PyObject *str = PyUnicode_InternFromString(stat_names[k]);
+        if (!str) { Py_DECREF(sn); return -1; }
+        PyTuple_SET_ITEM(sn, k, str);
+    }
+    if (add_steal(m, "STAT_NAMES", sn) < 0) return -1;
+    struct { const char *name; long v; } ints[] = {
+        {"NEW", TG_NEW}, {"PENDING", TG_PENDING}, {"READY", TG_READY}, {"RUNNING", TG_RUNNING},
+        {"DONE", TG_DONE}, {"FAILED", TG_FAILED}, {"CANCELLED", TG_CANCELLED},
+        {"NSTATES", TG_NSTATES}, {"NSTATS", TG_NSTATS},
+        {"STEAL_OK", TG_OK}, {"STEAL_EMPTY", TG_EMPTY}, {"STEAL_RETRY", TG_RETRY},
+        {"PUSH_WAITING", TG_PUSH_WAITING}, {"PUSH_QUEUED", TG_PUSH_QUEUED},
+        {"PUSH_TAKEN", TG_PUSH_TAKEN}, {"PUSH_NOMEM", TG_PUSH_NOMEM},
+        {"PUSH_REFUSED", TG_PUSH_REFUSED},
+        {"FIND_RUN", TG_FIND_RUN}, {"FIND_SKIP", TG_FIND_SKIP}, {"FIND_JOINED", TG_FIND_JOINED},
+        {"FIND_SHUTDOWN", TG_FIND_SHUTDOWN},
+        {"DEP_NOMEM", TG_DEP_NOMEM}, {"DEP_WAIT", TG_DEP_WAIT}, {"DEP_DONE", TG_DEP_DONE},
+        {"DEP_POISON", TG_DEP_POISON},
+        {"FAULT_NODE_ALLOC", TG_FAULT_NODE_ALLOC}, {"FAULT_CLAIM", TG_FAULT_CLAIM},
+        {"FAULT_EDGE", TG_FAULT_EDGE}, {"FAULT_SPAWN", TG_FAULT_SPAWN},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (add_int(m, ints[i].name, ints[i].v) < 0) return -1;
+#ifdef Py_GIL_DISABLED
+    if (PyModule_AddIntConstant(m, "FREE_THREADED", 1) < 0) return -1;
+#else
+    if (PyModule_AddIntConstant(m, "FREE_THREADED", 0) < 0) return -1;
+#endif
+    struct { PyObject **slot; const char *s; } strs[] = {
+        {&TG.str_taskgraph_task, "__taskgraph_task__"}, {&TG.str_add_note, "add_note"},
+        {&TG.str_fields, "_fields"}, {&TG.str_dataclass_fields, "__dataclass_fields__"},
+        {&TG.str_field_type, "_field_type"}, {&TG.str_name, "name"}, {&TG.str_dot, "."},
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (!(*strs[i].slot = PyUnicode_InternFromString(strs[i].s))) return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, exec_module},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "taskgraph._core",
+    .m_doc = "taskgraph's per-task path (Task, Node, workers, joins, submission, tracing) "
+             "written against the CPython C API, embedding the C scheduler core. Private: use "
+             "the taskgraph package.",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_slots = slots,
+};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModuleDef_Init(&module_def); }

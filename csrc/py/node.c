@@ -1,0 +1,377 @@
+/* Node: one call of a task. Built by Task (task.c); run by the workers (worker.c) or inline. */
+#include "tgpy.h"
+
+#include <time.h>
+
+NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames) {
+    if (tg_fault(TG_FAULT_NODE_ALLOC)) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *tup = PyTuple_New(nargs + nkw);
+    if (!tup) return NULL;
+    PyObject *deps = NULL;
+    if (nargs + nkw) {
+        PyObject **items = &PyTuple_GET_ITEM(tup, 0);
+        for (Py_ssize_t i = 0; i < nargs + nkw; i++) items[i] = Py_NewRef(args[i]);
+        deps = tg_scan(items, nargs + nkw, name);
+        if (!deps && PyErr_Occurred()) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+    }
+    NodeObject *n = PyObject_GC_New(NodeObject, &TG_NodeType);
+    if (!n) {
+        Py_DECREF(tup);
+        Py_XDECREF(deps);
+        return NULL;
+    }
+    memset(&n->t, 0, sizeof(NodeObject) - offsetof(NodeObject, t));
+    n->fn = Py_NewRef(fn);
+    n->args = tup;
+    n->nargs = nargs;
+    n->kwnames = nkw ? Py_NewRef(kwnames) : NULL;
+    n->deps = deps;
+    n->name = Py_NewRef(name);
+    PyObject_GC_Track((PyObject *)n);
+    return n;
+}
+
+uint64_t tg_node_id(NodeObject *n) {
+    uint64_t id = tg_task_id(&n->t);
+    return id ? id : tg_task_set_id(&n->t, tg_next_node_id());
+}
+
+PyObject *tg_node_key(NodeObject *n) {
+    uint64_t id = tg_node_id(n);
+    return PyUnicode_FromFormat("%U-%llu.%llu", n->name, (unsigned long long)(id >> 40),
+                                (unsigned long long)(id & 0xFFFFFFFFFFULL));
+}
+
+PyObject *tg_node_outcome(NodeObject *n) {
+    /* Relaxed: a flag for the parent's sync on this or a joined thread (see tgpy.h). */
+    atomic_store_explicit(&n->seen, 1, memory_order_relaxed);
+    if (tg_task_state(&n->t) == TG_DONE) return Py_NewRef(n->value);
+    PyErr_SetRaisedException(Py_NewRef(n->value));
+    return NULL;
+}
+
+void tg_node_drop_inputs(NodeObject *n) {
+    Py_CLEAR(n->args);
+    Py_CLEAR(n->kwnames);
+    Py_CLEAR(n->fn);
+    if (n->deps) {
+        PyObject *deps;
+        /* The `dependencies` property reads deps from other threads: swap it out under the
+         * node's critical section, release it outside. */
+        Py_BEGIN_CRITICAL_SECTION(n);
+        deps = n->deps;
+        n->deps = NULL;
+        Py_END_CRITICAL_SECTION();
+        Py_XDECREF(deps);
+    }
+}
+
+static void sleep_detached(double seconds) {
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    Py_BEGIN_ALLOW_THREADS
+    nanosleep(&ts, NULL);
+    Py_END_ALLOW_THREADS
+}
+
+int tg_node_wait_external(NodeObject *n, double timeout) {
+    double delay = 0.0002, waited = 0.0;
+    while (tg_task_state(&n->t) < TG_DONE) {
+        if (PyErr_CheckSignals() < 0) return -1;
+        if (timeout >= 0 && waited >= timeout) {
+            PyObject *key = tg_node_key(n), *t = key ? PyFloat_FromDouble(timeout) : NULL;
+            if (t) PyErr_Format(PyExc_TimeoutError, "node %U not done after %R s", key, t);
+            Py_XDECREF(key);
+            Py_XDECREF(t);
+            return -1;
+        }
+        double step = delay;
+        if (timeout >= 0 && waited + step > timeout) step = timeout - waited;
+        sleep_detached(step);
+        waited += step;
+        delay = delay * 2 < 0.02 ? delay * 2 : 0.02;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- waiting */
+
+static PyObject *call_hook(PyObject *hook, NodeObject *n, double timeout) {
+    if (!hook) {
+        PyErr_SetString(PyExc_RuntimeError, "taskgraph._core is not configured");
+        return NULL;
+    }
+    PyObject *list = PyList_New(1);
+    if (!list) return NULL;
+    PyList_SET_ITEM(list, 0, Py_NewRef((PyObject *)n));
+    PyObject *r;
+    if (hook == TG.hook_compute_lazy) {
+        PyObject *t = timeout >= 0 ? PyFloat_FromDouble(timeout) : Py_NewRef(Py_None);
+        r = t ? PyObject_CallFunctionObjArgs(hook, list, t, NULL) : NULL;
+        Py_XDECREF(t);
+    } else {
+        r = PyObject_CallOneArg(hook, list);
+    }
+    Py_DECREF(list);
+    return r;
+}
+
+/* Waits until n has finished, by the means that fit this thread (see result()). */
+static int node_wait(NodeObject *n, double timeout, int has_timeout) {
+    tg_tls *tls = &TG_TLS;
+    Worker *W = tls->worker;
+    int st = tg_task_state(&n->t);
+    int joinable = !tls->serial && W && W->current && (st == TG_NEW || n->owner == (void *)W->engine);
+    if (has_timeout && joinable) {
+        PyObject *key = tg_node_key(n), *cur = key ? tg_node_key(W->current) : NULL;
+        if (cur)
+            PyErr_Format(TG.TaskgraphError,
+                         "result(timeout=...) of %U inside task %U: a join inside a worker runs "
+                         "other work until the node is done and cannot time out", key, cur);
+        Py_XDECREF(key);
+        Py_XDECREF(cur);
+        return -1;
+    }
+    if (st >= TG_DONE) return 0;
+    if (joinable) return tg_join(W, n);
+    if (st == TG_NEW) {
+        PyObject *r = call_hook(tls->serial ? TG.hook_run_serially : TG.hook_compute_lazy, n, timeout);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return tg_node_wait_external(n, has_timeout ? timeout : -1.0);
+}
+
+static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         double *timeout, int *has) {
+    PyObject *t = nargs > 0 ? args[0] : NULL;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "takes at most one argument (timeout)");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+        if (t || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "timeout") != 0) {
+            PyErr_Format(PyExc_TypeError, "unexpected keyword argument %R", PyTuple_GET_ITEM(kwnames, i));
+            return -1;
+        }
+        t = args[nargs + i];
+    }
+    *has = t && t != Py_None;
+    *timeout = -1.0;
+    if (*has) {
+        *timeout = PyFloat_AsDouble(t);
+        if (*timeout == -1.0 && PyErr_Occurred()) return -1;
+        if (*timeout < 0 || *timeout != *timeout) {
+            PyErr_Format(PyExc_ValueError, "timeout must be a number >= 0 or None, got %R", t);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *node_result(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs == 0 && !kwnames && tg_task_state(&n->t) >= TG_DONE) return tg_node_outcome(n);
+    double timeout;
+    int has;
+    if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
+    if (node_wait(n, timeout, has) < 0) return NULL;
+    return tg_node_outcome(n);
+}
+
+static PyObject *node_exception(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    double timeout;
+    int has;
+    if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
+    if (node_wait(n, timeout, has) < 0) return NULL;
+    atomic_store_explicit(&n->seen, 1, memory_order_relaxed); /* see tg_node_outcome */
+    if (tg_task_state(&n->t) == TG_DONE) Py_RETURN_NONE;
+    return Py_NewRef(n->value);
+}
+
+static PyObject *node_done(NodeObject *n, PyObject *unused) {
+    (void)unused;
+    return PyBool_FromLong(tg_task_state(&n->t) >= TG_DONE);
+}
+
+static PyObject *node_compute(NodeObject *n, PyObject *args, PyObject *kw) {
+    if (PyTuple_GET_SIZE(args)) {
+        PyErr_SetString(PyExc_TypeError, "Node.compute() takes keyword arguments only");
+        return NULL;
+    }
+    if (!TG.hook_compute) {
+        PyErr_SetString(PyExc_RuntimeError, "taskgraph._core is not configured");
+        return NULL;
+    }
+    PyObject *a = PyTuple_Pack(1, (PyObject *)n);
+    if (!a) return NULL;
+    PyObject *r = PyObject_Call(TG.hook_compute, a, kw);
+    Py_DECREF(a);
+    return r;
+}
+
+static PyObject *node_reduce(NodeObject *n, PyObject *unused) {
+    (void)unused;
+    PyObject *key = tg_node_key(n);
+    if (key) {
+        PyErr_Format(PyExc_TypeError, "a taskgraph Node (%U) cannot be pickled; pass its value", key);
+        Py_DECREF(key);
+    }
+    return NULL;
+}
+
+static PyObject *node_repr(NodeObject *n) {
+    PyObject *key = tg_node_key(n);
+    if (!key) return NULL;
+    PyObject *r = PyUnicode_FromFormat("<Node %U %U>", key, TG.state_names[tg_task_state(&n->t)]);
+    Py_DECREF(key);
+    return r;
+}
+
+/* ---------------------------------------------------------------- properties */
+
+static PyObject *get_key(NodeObject *n, void *c) { (void)c; return tg_node_key(n); }
+static PyObject *get_name(NodeObject *n, void *c) { (void)c; return Py_NewRef(n->name); }
+static PyObject *get_state(NodeObject *n, void *c) {
+    (void)c;
+    return Py_NewRef(TG.state_names[tg_task_state(&n->t)]);
+}
+static PyObject *get_parent(NodeObject *n, void *c) {
+    (void)c;
+    return Py_NewRef(n->parent ? (PyObject *)n->parent : Py_None);
+}
+static PyObject *get_dependencies(NodeObject *n, void *c) {
+    (void)c;
+    PyObject *deps;
+    Py_BEGIN_CRITICAL_SECTION(n); /* pairs with tg_node_drop_inputs */
+    deps = Py_XNewRef(n->deps);
+    Py_END_CRITICAL_SECTION();
+    return deps ? deps : PyTuple_New(0);
+}
+
+static PyGetSetDef node_getset[] = {
+    {"key", (getter)get_key, NULL,
+     "Readable, process-unique name: the task's name, the number of the thread that first "
+     "asked, and that thread's counter, e.g. 'fib-3.1041'. Fixed on first use.", NULL},
+    {"name", (getter)get_name, NULL, "The task's name.", NULL},
+    {"state", (getter)get_state, NULL,
+     "One of new, pending, ready, running, done, failed, cancelled.", NULL},
+    {"parent", (getter)get_parent, NULL,
+     "The node whose task spawned this one (None for nodes built outside a worker).", NULL},
+    {"dependencies", (getter)get_dependencies, NULL,
+     "The Nodes found in this node's arguments, which it waits for. Empty once the node has "
+     "finished: a finished node lets go of its inputs so they can be freed.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(result_doc,
+"result(timeout=None): the node's value, computing it first if needed.\n\n"
+"* Outside a worker: a lazy node is computed on the default scheduler (like\n"
+"  taskgraph.compute(node)); a node already running elsewhere is waited for. `timeout`\n"
+"  (seconds) raises TimeoutError if it is not done by then; the work goes on and a later\n"
+"  call can wait again. Ctrl-C raises KeyboardInterrupt.\n"
+"* Inside a task of the scheduler that runs the node (or on a lazy node): joins. The worker\n"
+"  runs other tasks (its own children first, then stolen ones) until the node is done; the\n"
+"  thread never blocks while there is work. `timeout` is not allowed there\n"
+"  (TaskgraphError), nor awaiting the task's own node or one of its ancestors.\n"
+"* Inside `with taskgraph.serial():` a lazy node runs at once in this thread.\n"
+"* On error: re-raises the task's own exception, with its original traceback and a note\n"
+"  naming the task and the worker. A node that never ran raises CancelledError saying why\n"
+"  (a dependency failed, its parent failed, a sibling failed, Ctrl-C, the scheduler\n"
+"  closed).");
+
+PyDoc_STRVAR(exception_doc,
+"exception(timeout=None): the exception the node finished with (None if it succeeded);\n"
+"waits like result(). A cancelled node returns its CancelledError.");
+
+static PyMethodDef node_methods[] = {
+    {"result", (PyCFunction)(void (*)(void))node_result, METH_FASTCALL | METH_KEYWORDS, result_doc},
+    {"exception", (PyCFunction)(void (*)(void))node_exception, METH_FASTCALL | METH_KEYWORDS, exception_doc},
+    {"done", (PyCFunction)node_done, METH_NOARGS,
+     "True when the node has finished: with a result, an exception, or cancelled. Never "
+     "blocks, never starts a computation."},
+    {"compute", (PyCFunction)(void (*)(void))node_compute, METH_VARARGS | METH_KEYWORDS,
+     "Same as taskgraph.compute(self, **kwargs)."},
+    {"__reduce__", (PyCFunction)node_reduce, METH_NOARGS, "Nodes cannot be pickled."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ---------------------------------------------------------------- lifetime */
+
+static int node_traverse(NodeObject *n, visitproc visit, void *arg) {
+    Py_VISIT(n->fn);
+    Py_VISIT(n->args);
+    Py_VISIT(n->kwnames);
+    Py_VISIT(n->deps);
+    Py_VISIT(n->value);
+    Py_VISIT((PyObject *)n->parent);
+    Py_VISIT((PyObject *)n->kids);
+    Py_VISIT((PyObject *)n->sibling);
+    return 0;
+}
+
+static void clear_kids(NodeObject *n) {
+    NodeObject *k = n->kids;
+    n->kids = NULL;
+    n->nkids = 0;
+    while (k) {
+        NodeObject *next = k->sibling;
+        k->sibling = NULL;
+        Py_DECREF(k);
+        k = next;
+    }
+}
+
+static int node_clear(NodeObject *n) {
+    Py_CLEAR(n->fn);
+    Py_CLEAR(n->args);
+    Py_CLEAR(n->kwnames);
+    Py_CLEAR(n->deps);
+    Py_CLEAR(n->value);
+    Py_CLEAR(n->parent);
+    clear_kids(n);
+    Py_CLEAR(n->sibling);
+    return 0;
+}
+
+static void node_dealloc(NodeObject *n) {
+    PyObject_GC_UnTrack((PyObject *)n);
+    /* The trashcan bounds the C stack when a long chain of nodes is freed at once (a lazy
+     * chain of 100,000 nodes, each holding the previous one in its arguments). */
+    Py_TRASHCAN_BEGIN(n, node_dealloc)
+    if (n->weakreflist) PyObject_ClearWeakRefs((PyObject *)n);
+    node_clear(n);
+    Py_CLEAR(n->name);
+    PyObject_GC_Del(n);
+    Py_TRASHCAN_END
+}
+
+PyDoc_STRVAR(node_doc,
+"The result of calling a task: a node of the task graph.\n\n"
+"Outside a worker, calling a task builds a lazy Node and runs nothing. Inside a running task\n"
+"the call spawns the node at once onto the current worker's deque. A Node can be passed as\n"
+"an argument (anywhere inside lists, tuples, dicts, sets, namedtuples, dataclasses) to\n"
+"other tasks, which then depend on it and receive its value. Nodes compare and hash by\n"
+"identity and cannot be pickled.");
+
+PyTypeObject TG_NodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "taskgraph.Node",
+    .tp_basicsize = sizeof(NodeObject),
+    .tp_dealloc = (destructor)node_dealloc,
+    .tp_repr = (reprfunc)node_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = node_doc,
+    .tp_traverse = (traverseproc)node_traverse,
+    .tp_clear = (inquiry)node_clear,
+    .tp_weaklistoffset = offsetof(NodeObject, weakreflist),
+    .tp_methods = node_methods,
+    .tp_getset = node_getset,
+};

@@ -1,0 +1,272 @@
+/* Tracing: the observer the worker loop calls for every task it finishes while a trace is
+ * open (tg_rec_begin in tgpy.h, tg_rec_end here). Each worker writes into its own recorder:
+ * the numbers into a C buffer (csrc/trace.c, read through cffi by taskgraph/trace.py), the
+ * names and error texts into the recorder's object table. No Python call per task, except
+ * for tasks that failed (their error text) and the first task of each name.
+ *
+ * Attaching and detaching: under trace_mu, the module's list of live engines gets a recorder
+ * per worker (Worker.rec, release store). A worker reads Worker.rec when a task starts and,
+ * when it ends, raises Worker.rec_busy (seq_cst), checks that the same recorder is still
+ * attached (seq_cst) and only then writes. trace_stop clears Worker.rec (seq_cst) and then
+ * waits for rec_busy to drop: either the writer sees the cleared pointer and writes nothing,
+ * or the closer sees the raised flag and waits for the write to end (Dekker's pattern with
+ * seq_cst on both sides). So a recorder handed to Python is never written again, and a
+ * task that started before the trace opened is never recorded with a bogus start. */
+#include "tgpy.h"
+
+#include <sched.h>
+
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static PyObject *session;         /* list of the open trace's recorders, or NULL (trace_mu) */
+static EngineObject *live_engines; /* engines whose workers may run (trace_mu) */
+/* Key-number prefixes of recorders: apart from the thread numbers of tg_next_node_id. */
+static _Atomic uint64_t recorder_numbers = 1 << 20;
+
+static RecorderObject *recorder_new(int sched_no, int worker) {
+    RecorderObject *r = PyObject_New(RecorderObject, &TG_RecorderType);
+    if (!r) return NULL;
+    r->buf = tg_tracebuf_new();
+    r->objects = PyList_New(0);
+    r->keys = NULL;
+    r->vals = NULL;
+    r->cap = r->used = 0;
+    r->last_name = NULL;
+    r->last_index = -1;
+    /* Relaxed: unique numbers are all that is needed. */
+    r->prefix = atomic_fetch_add_explicit(&recorder_numbers, 1, memory_order_relaxed) << 40;
+    r->seq = 0;
+    r->sched_no = sched_no;
+    r->worker = worker;
+    if (!r->buf || !r->objects) {
+        Py_DECREF(r);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return NULL;
+    }
+    return r;
+}
+
+static void recorder_dealloc(RecorderObject *r) {
+    tg_tracebuf_free(r->buf);
+    Py_XDECREF(r->objects);
+    PyMem_Free(r->keys);
+    PyMem_Free(r->vals);
+    PyObject_Free(r);
+}
+
+/* Attaches a new recorder to every worker of e (trace_mu held, a trace open). */
+static int attach(EngineObject *e) {
+    for (int i = 0; i < e->nworkers; i++) {
+        RecorderObject *r = recorder_new(e->number, i);
+        if (!r) return -1;
+        int ok = PyList_Append(session, (PyObject *)r) == 0;
+        Py_DECREF(r); /* the session list keeps it */
+        if (!ok) return -1;
+        /* Release: pairs with the acquire in tg_rec_begin (the recorder is initialised). */
+        atomic_store_explicit(&e->workers[i].rec, r, memory_order_release);
+    }
+    return 0;
+}
+
+int tg_trace_attach_engine(EngineObject *e) {
+    tg_lock_detached(&trace_mu);
+    e->live_prev = NULL;
+    e->live_next = live_engines;
+    if (live_engines) live_engines->live_prev = e;
+    live_engines = e;
+    e->live = 1;
+    int r = session ? attach(e) : 0;
+    pthread_mutex_unlock(&trace_mu);
+    return r;
+}
+
+void tg_trace_engine_gone(EngineObject *e) {
+    tg_lock_detached(&trace_mu);
+    if (e->live) {
+        if (e->live_prev) e->live_prev->live_next = e->live_next;
+        else live_engines = e->live_next;
+        if (e->live_next) e->live_next->live_prev = e->live_prev;
+        e->live = 0;
+    }
+    pthread_mutex_unlock(&trace_mu);
+}
+
+PyObject *tg_trace_start(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    tg_lock_detached(&trace_mu);
+    if (session) {
+        pthread_mutex_unlock(&trace_mu);
+        PyErr_SetString(PyExc_RuntimeError, "taskgraph.trace() blocks cannot be nested or overlap");
+        return NULL;
+    }
+    session = PyList_New(0);
+    int err = session ? 0 : -1;
+    for (EngineObject *e = live_engines; e && !err; e = e->live_next) err = attach(e);
+    pthread_mutex_unlock(&trace_mu);
+    if (err) {
+        PyObject *done = tg_trace_stop(NULL, NULL);
+        Py_XDECREF(done);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *tg_trace_stop(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    tg_lock_detached(&trace_mu);
+    PyObject *out = session;
+    session = NULL;
+    for (EngineObject *e = live_engines; e; e = e->live_next)
+        for (int i = 0; i < e->nworkers; i++)
+            /* seq_cst: the closer's half of the hazard protocol (see the top of this file). */
+            atomic_store_explicit(&e->workers[i].rec, NULL, memory_order_seq_cst);
+    Py_BEGIN_ALLOW_THREADS /* a writer may allocate (and so wait for a collection): never block it */
+    for (EngineObject *e = live_engines; e; e = e->live_next)
+        for (int i = 0; i < e->nworkers; i++)
+            while (atomic_load_explicit(&e->workers[i].rec_busy, memory_order_seq_cst)) sched_yield();
+    Py_END_ALLOW_THREADS
+    pthread_mutex_unlock(&trace_mu);
+    if (!out) {
+        PyErr_SetString(PyExc_RuntimeError, "no taskgraph trace is open");
+        return NULL;
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- writing a record */
+
+static uint64_t id_for(RecorderObject *r, NodeObject *n) {
+    uint64_t id = tg_task_id(&n->t);
+    return id ? id : tg_task_set_id(&n->t, r->prefix | ++r->seq);
+}
+
+/* Index of obj in r's object table, appending it the first time (by identity). */
+static int32_t index_of(RecorderObject *r, PyObject *obj) {
+    if (obj == r->last_name) return r->last_index;
+    if (r->used * 2 >= r->cap) { /* grow the open-addressing table */
+        int64_t cap = r->cap ? r->cap * 2 : 64;
+        PyObject **nk = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+        int32_t *nv = PyMem_Calloc((size_t)cap, sizeof(int32_t));
+        if (!nk || !nv) {
+            PyMem_Free(nk);
+            PyMem_Free(nv);
+            return -1;
+        }
+        for (int64_t i = 0; i < r->cap; i++) {
+            if (!r->keys[i]) continue;
+            uint64_t h = ((uintptr_t)r->keys[i] >> 4) * 0x9e3779b97f4a7c15ULL;
+            int64_t j = (int64_t)(h & (uint64_t)(cap - 1));
+            while (nk[j]) j = (j + 1) & (cap - 1);
+            nk[j] = r->keys[i];
+            nv[j] = r->vals[i];
+        }
+        PyMem_Free(r->keys);
+        PyMem_Free(r->vals);
+        r->keys = nk;
+        r->vals = nv;
+        r->cap = cap;
+    }
+    uint64_t h = ((uintptr_t)obj >> 4) * 0x9e3779b97f4a7c15ULL;
+    int64_t j = (int64_t)(h & (uint64_t)(r->cap - 1));
+    while (r->keys[j] && r->keys[j] != obj) j = (j + 1) & (r->cap - 1);
+    if (!r->keys[j]) {
+        Py_ssize_t idx = PyList_GET_SIZE(r->objects);
+        if (PyList_Append(r->objects, obj) < 0) { /* the list keeps obj alive: keys stay valid */
+            PyErr_Clear();
+            return -1;
+        }
+        r->keys[j] = obj;
+        r->vals[j] = (int32_t)idx;
+        r->used++;
+    }
+    r->last_name = obj;
+    r->last_index = r->vals[j];
+    return r->last_index;
+}
+
+/* (type name, message) of an exception, or NULL (no error raised). */
+static PyObject *error_pair(PyObject *exc) {
+    PyObject *msg = PyObject_Str(exc);
+    if (!msg) {
+        PyErr_Clear();
+        msg = PyUnicode_FromString("<unprintable>");
+    }
+    PyObject *pair = msg ? Py_BuildValue("(sN)", Py_TYPE(exc)->tp_name, msg) : NULL;
+    PyErr_Clear();
+    return pair;
+}
+
+void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, const tg_frame *f) {
+    RecorderObject *rec = s->rec;
+    int64_t t1 = tg_clock_ns(), g1 = tg_trace_gc_ns();
+    /* Own time: minus the joins (and the collections inside them), minus the collections
+     * outside joins. */
+    int64_t own = t1 - s->t0 - (f->join + (g1 - s->g0) - f->join_gc);
+    PyObject *err = final == TG_DONE ? NULL : error_pair(n->value); /* before the hazard */
+    PyObject *exc = PyErr_GetRaisedException(); /* keep whatever the caller had raised */
+    /* seq_cst: the writer's half of the hazard protocol (see the top of this file). */
+    atomic_store_explicit(&W->rec_busy, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&W->rec, memory_order_seq_cst) == rec) {
+        tg_trace_rec *r = tg_tracebuf_append(rec->buf);
+        if (r) {
+            r->id = id_for(rec, n);
+            r->parent = n->parent ? id_for(rec, n->parent) : 0;
+            r->start = s->t0;
+            r->end = t1;
+            r->own = own > 0 ? own : 0;
+            r->worker = W->index;
+            r->stolen = n->t.stolen;
+            r->state = (uint8_t)final;
+            r->name = index_of(rec, n->name);
+            r->error = err ? index_of(rec, err) : -1;
+            Py_ssize_t nd = n->deps ? PyTuple_GET_SIZE(n->deps) : 0;
+            uint64_t small[16], *ids = nd <= 16 ? small : PyMem_Malloc(sizeof(uint64_t) * (size_t)nd);
+            if (ids) {
+                for (Py_ssize_t i = 0; i < nd; i++)
+                    ids[i] = id_for(rec, (NodeObject *)PyTuple_GET_ITEM(n->deps, i));
+                if (nd && tg_tracebuf_add_ids(rec->buf, ids, (uint32_t)nd, &r->deps_off) == 0)
+                    r->ndeps = (uint32_t)nd;
+                if (ids != small) PyMem_Free(ids);
+            }
+        }
+    }
+    /* Release: the closer's seq_cst load that sees 0 also sees the record. */
+    atomic_store_explicit(&W->rec_busy, 0, memory_order_release);
+    PyErr_SetRaisedException(exc);
+    Py_XDECREF(err);
+}
+
+/* ---------------------------------------------------------------- the type */
+
+static PyObject *rec_get_buffer(RecorderObject *r, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)r->buf);
+}
+static PyObject *rec_get_objects(RecorderObject *r, void *c) {
+    (void)c;
+    return PyList_GetSlice(r->objects, 0, PY_SSIZE_T_MAX);
+}
+
+static PyGetSetDef rec_getset[] = {
+    {"buffer_address", (getter)rec_get_buffer, NULL,
+     "Address of the tg_tracebuf (read through cffi after the trace closed).", NULL},
+    {"objects", (getter)rec_get_objects, NULL,
+     "The object table: names, and (type name, message) pairs of errors.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef rec_members[] = {
+    {"scheduler", T_INT, offsetof(RecorderObject, sched_no), READONLY, "Scheduler.number."},
+    {"worker", T_INT, offsetof(RecorderObject, worker), READONLY, "Worker index."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject TG_RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "taskgraph._core.Recorder",
+    .tp_basicsize = sizeof(RecorderObject),
+    .tp_dealloc = (destructor)recorder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One worker's records for one trace (private; read by taskgraph.trace).",
+    .tp_getset = rec_getset,
+    .tp_members = rec_members,
+};

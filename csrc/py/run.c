@@ -1,0 +1,144 @@
+/* Run: one compute() call. It embeds the core's tg_run, which every task of the run points to
+ * (RUN_OF finds the object back), and records why it was cancelled and its first error. */
+#include "tgpy.h"
+
+#include <errno.h>
+#include <time.h>
+
+static PyObject *run_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"engine", NULL};
+    PyObject *engine;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!:Run", names, &TG_EngineType, &engine)) return NULL;
+    RunObject *run = (RunObject *)type->tp_alloc(type, 0);
+    if (!run) return NULL;
+    run->engine = (EngineObject *)Py_NewRef(engine);
+    run->r.pool = run->engine->pool;
+    pthread_mutex_init(&run->mu, NULL);
+    pthread_cond_init(&run->cv, NULL);
+    return (PyObject *)run;
+}
+
+static void run_dealloc(RunObject *run) {
+    Py_CLEAR(run->error);
+    Py_CLEAR(run->reason);
+    Py_CLEAR(run->engine);
+    pthread_mutex_destroy(&run->mu);
+    pthread_cond_destroy(&run->cv);
+    Py_TYPE(run)->tp_free((PyObject *)run);
+}
+
+void tg_run_ended(RunObject *run) {
+    /* The engine's list holds a reference until tg_engine_forget_run: run stays alive here. */
+    pthread_mutex_lock(&run->mu);
+    run->ended = 1;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+    tg_engine_forget_run(run->engine, run);
+}
+
+void tg_run_cancel_with(RunObject *run, PyObject *reason, PyObject *error) {
+    PyObject *old_reason = NULL, *old_error = NULL;
+    Py_XINCREF(reason);
+    Py_XINCREF(error);
+    pthread_mutex_lock(&run->mu);
+    if (reason && !run->reason) {
+        run->reason = reason;
+        reason = NULL;
+    }
+    if (error && !run->error) {
+        run->error = error;
+        error = NULL;
+    }
+    pthread_mutex_unlock(&run->mu);
+    old_reason = reason; /* not taken: released outside the lock */
+    old_error = error;
+    tg_run_cancel(&run->r);
+    Py_XDECREF(old_reason);
+    Py_XDECREF(old_error);
+}
+
+/* wait(timeout): waits (detached) until the run ended or timeout seconds passed; True if it
+ * ended. */
+static PyObject *run_wait(RunObject *run, PyObject *arg) {
+    double timeout = PyFloat_AsDouble(arg);
+    if (timeout == -1.0 && PyErr_Occurred()) return NULL;
+    int ended;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double secs = timeout > 0 ? timeout : 0;
+    ts.tv_sec += (time_t)secs;
+    ts.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&run->mu);
+    while (!run->ended && pthread_cond_timedwait(&run->cv, &run->mu, &ts) != ETIMEDOUT) {
+    }
+    ended = run->ended;
+    pthread_mutex_unlock(&run->mu);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(ended);
+}
+
+static PyObject *run_cancel(RunObject *run, PyObject *reason) {
+    if (!PyUnicode_Check(reason)) {
+        PyErr_SetString(PyExc_TypeError, "Run.cancel(reason) needs a str");
+        return NULL;
+    }
+    tg_run_cancel_with(run, reason, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *get_locked(RunObject *run, PyObject **slot) {
+    pthread_mutex_lock(&run->mu);
+    PyObject *v = Py_XNewRef(*slot);
+    pthread_mutex_unlock(&run->mu);
+    return v ? v : Py_NewRef(Py_None);
+}
+
+static PyObject *run_get_error(RunObject *run, void *c) { (void)c; return get_locked(run, &run->error); }
+static PyObject *run_get_reason(RunObject *run, void *c) { (void)c; return get_locked(run, &run->reason); }
+static PyObject *run_get_ended(RunObject *run, void *c) {
+    (void)c;
+    pthread_mutex_lock(&run->mu);
+    int e = run->ended;
+    pthread_mutex_unlock(&run->mu);
+    return PyBool_FromLong(e);
+}
+static PyObject *run_get_live(RunObject *run, void *c) { (void)c; return PyLong_FromLongLong(tg_run_live(&run->r)); }
+static PyObject *run_get_cancelled(RunObject *run, void *c) {
+    (void)c;
+    return PyBool_FromLong(tg_run_is_cancelled(&run->r));
+}
+
+static PyGetSetDef run_getset[] = {
+    {"error", (getter)run_get_error, NULL, "The first failure of a top-level task, or None.", NULL},
+    {"reason", (getter)run_get_reason, NULL, "Why the run was cancelled (str), or None.", NULL},
+    {"ended", (getter)run_get_ended, NULL, "Whether every task of the run has finished.", NULL},
+    {"live", (getter)run_get_live, NULL, "Tasks of the run not finished yet (an estimate).", NULL},
+    {"cancelled", (getter)run_get_cancelled, NULL, "Whether the run was cancelled.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef run_methods[] = {
+    {"wait", (PyCFunction)run_wait, METH_O,
+     "wait(timeout) -> True once the run has ended; waits at most timeout seconds."},
+    {"cancel", (PyCFunction)run_cancel, METH_O,
+     "cancel(reason): tasks of the run that have not started never run; CancelledError says "
+     "reason."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject TG_RunType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "taskgraph._core.Run",
+    .tp_basicsize = sizeof(RunObject),
+    .tp_dealloc = (destructor)run_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Run(engine): one compute() call on an engine (private).",
+    .tp_methods = run_methods,
+    .tp_getset = run_getset,
+    .tp_new = run_new,
+};

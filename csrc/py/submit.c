@@ -1,0 +1,181 @@
+/* Submitting a lazy graph in one call: every NEW node under the targets is claimed for the
+ * run (exactly one claimer wins, so a node shared by several consumers or by concurrent
+ * computes runs once), its edges are wired once its dependencies are claimed, and it is
+ * released (queued when nothing holds it back). Iterative: chains of any length. */
+#include "tgpy.h"
+
+#define READY_BATCH 4096 /* ready nodes injected at once from outside the workers */
+
+typedef struct {
+    NodeObject *n; /* borrowed: reachable from the targets through dependency tuples */
+    int wire;      /* 0: claim it; 1: claimed and held: wire its edges, release it */
+} entry;
+
+typedef struct {
+    entry *e;
+    Py_ssize_t n, cap;
+} stack;
+
+static int push(stack *s, NodeObject *n, int wire) {
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 256;
+        entry *ne = PyMem_Realloc(s->e, sizeof(entry) * (size_t)cap);
+        if (!ne) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->e = ne;
+        s->cap = cap;
+    }
+    s->e[s->n++] = (entry){n, wire};
+    return 0;
+}
+
+typedef struct {
+    EngineObject *e;
+    RunObject *run;
+    Worker *W;          /* NULL: from outside the workers */
+    tg_task *ready[READY_BATCH];
+    int nready;
+    tg_task *refused;   /* ready nodes that could not be queued: cancelled at the end */
+} submitter;
+
+/* Queues the ready batch (outside the workers). */
+static void flush(submitter *s) {
+    if (!s->nready) return;
+    tg_push r = tg_pool_inject(s->e->pool, s->ready, s->nready);
+    if (r != TG_PUSH_QUEUED) { /* shut down (closed meanwhile) or out of memory */
+        PyObject *why = PyUnicode_FromFormat(r == TG_PUSH_REFUSED ? "%U was closed before it ran"
+                                             : "out of memory while queueing it", s->e->label);
+        PyErr_Clear();
+        tg_run_cancel_with(s->run, why, NULL);
+        Py_XDECREF(why);
+        for (int i = 0; i < s->nready; i++) {
+            s->ready[i]->link = s->refused;
+            s->refused = s->ready[i];
+        }
+    }
+    s->nready = 0;
+}
+
+/* Drops the hold of a claimed node: queues it if nothing else holds it back. */
+static void release(submitter *s, NodeObject *n) {
+    if (s->W) {
+        tg_push r = tg_pool_release(s->e->pool, s->W->index, &n->t);
+        if (r == TG_PUSH_NOMEM) {
+            PyObject *why = PyUnicode_FromString("out of memory while queueing it");
+            PyErr_Clear();
+            tg_run_cancel_with(s->run, why, NULL);
+            Py_XDECREF(why);
+            n->t.link = s->refused;
+            s->refused = &n->t;
+        }
+        return;
+    }
+    if (!tg_task_release_hold(&n->t)) return;
+    s->ready[s->nready++] = &n->t;
+    if (s->nready == READY_BATCH) flush(s);
+}
+
+/* Adds the edges from n's dependencies (all claimed by now, by us or by someone else). */
+static int wire(NodeObject *n) {
+    for (Py_ssize_t i = 0; n->deps && i < PyTuple_GET_SIZE(n->deps); i++) {
+        NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
+        if (tg_fault(TG_FAULT_EDGE) || tg_task_depend(&n->t, &d->t) == TG_DEP_NOMEM) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    return 0;
+}
+
+Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py_ssize_t count, Worker *W) {
+    NodeObject *parent = W ? W->current : NULL;
+    if (!W) {
+        if (tg_engine_add_run(e, run) < 0) return -1;
+        tg_run_hold(&run->r); /* the run cannot end between two of our releases */
+    }
+    submitter *s = PyMem_Malloc(sizeof *s);
+    if (!s) {
+        PyErr_NoMemory();
+        if (!W && tg_run_release(&run->r)) tg_run_ended(run);
+        return -1;
+    }
+    s->e = e;
+    s->run = run;
+    s->W = W;
+    s->nready = 0;
+    s->refused = NULL;
+    stack st = {NULL, 0, 0};
+    Py_ssize_t claimed = 0;
+    int err = 0;
+    for (Py_ssize_t i = count - 1; i >= 0 && !err; i--) err = push(&st, (NodeObject *)nodes[i], 0);
+    while (!err && st.n > 0) {
+        entry en = st.e[--st.n];
+        NodeObject *n = en.n;
+        if (en.wire) {
+            if (wire(n) < 0) {
+                st.n++; /* still held: released below, as cancelled */
+                err = -1;
+                break;
+            }
+            release(s, n);
+            continue;
+        }
+        if (tg_task_state(&n->t) != TG_NEW) continue; /* finished, or claimed: edges wait for it */
+        if (tg_fault(TG_FAULT_CLAIM)) {
+            PyErr_NoMemory();
+            err = -1;
+            break;
+        }
+        if (!W && (claimed & 0xFFFF) == 0xFFFF && PyErr_CheckSignals() < 0) { /* Ctrl-C */
+            err = -1;
+            break;
+        }
+        if (push(&st, n, 1) < 0) { /* room first: a claimed node is never left off the stack */
+            err = -1;
+            break;
+        }
+        if (!tg_task_claim(&n->t, &run->r)) {
+            st.n--;
+            continue;
+        }
+        Py_INCREF(n); /* the core's reference, until the node is finished */
+        n->owner = e;
+        if (parent) { /* submitted from inside a task: part of it (implicit sync) */
+            n->parent = (NodeObject *)Py_NewRef((PyObject *)parent);
+            n->sibling = parent->kids;
+            parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
+            parent->nkids++;
+        }
+        claimed++;
+        for (Py_ssize_t i = n->deps ? PyTuple_GET_SIZE(n->deps) - 1 : -1; i >= 0 && !err; i--) {
+            NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
+            if (tg_task_state(&d->t) == TG_NEW) err = push(&st, d, 0);
+        }
+    }
+    if (err) {
+        /* Interrupted (Ctrl-C, out of memory): cancel the run, then release what we hold so
+         * that it drains as cancelled and the run can end. Nothing is left waiting forever. */
+        PyObject *exc = PyErr_GetRaisedException();
+        PyObject *why = PyUnicode_FromFormat("the submission was interrupted (%s)",
+                                             exc ? Py_TYPE(exc)->tp_name : "error");
+        PyErr_Clear();
+        tg_run_cancel_with(run, why, NULL);
+        Py_XDECREF(why);
+        for (Py_ssize_t i = st.n - 1; i >= 0; i--)
+            if (st.e[i].wire) release(s, st.e[i].n);
+        PyErr_SetRaisedException(exc);
+    }
+    if (!W) flush(s);
+    tg_task *refused = s->refused;
+    PyMem_Free(s);
+    PyMem_Free(st.e);
+    if (refused) {
+        PyObject *exc = PyErr_GetRaisedException();
+        tg_cancel_refused(refused);
+        PyErr_SetRaisedException(exc);
+    }
+    if (!W && tg_run_release(&run->r)) tg_run_ended(run);
+    return err ? -1 : claimed;
+}

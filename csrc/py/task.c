@@ -1,0 +1,244 @@
+/* Task: a function made into a task. Calling it builds a Node: lazily outside the workers,
+ * spawned onto the worker's deque inside a running task, run at once in serial mode. */
+#include "tgpy.h"
+
+/* Serial elision: runs the new node now in this thread. */
+static int serial_call(NodeObject *n) {
+    int pending = 0;
+    if (n->deps) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(n->deps); i++)
+            pending |= tg_task_state(&((NodeObject *)PyTuple_GET_ITEM(n->deps, i))->t) < TG_DONE;
+    }
+    if (!pending) return tg_run_inline(n) < 0 ? -1 : 0;
+    /* A lazy dependency built outside serial mode: the Python side orders the graph. */
+    if (!TG.hook_run_serially) {
+        PyErr_SetString(PyExc_RuntimeError, "taskgraph._core is not configured");
+        return -1;
+    }
+    PyObject *list = PyList_New(1);
+    if (!list) return -1;
+    PyList_SET_ITEM(list, 0, Py_NewRef((PyObject *)n));
+    PyObject *r = PyObject_CallOneArg(TG.hook_run_serially, list);
+    Py_DECREF(list);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames) {
+    TaskObject *task = (TaskObject *)self;
+    NodeObject *n = tg_node_new(task->fn, task->name, args, nargsf, kwnames);
+    if (!n) return NULL;
+    tg_tls *tls = &TG_TLS;
+    if (tls->serial) {
+        if (serial_call(n) < 0) {
+            Py_DECREF(n);
+            return NULL;
+        }
+    } else if (tls->worker && tls->worker->current) {
+        if (tg_spawn(tls->worker, n) < 0) {
+            Py_DECREF(n);
+            return NULL;
+        }
+    }
+    return (PyObject *)n;
+}
+
+/* The default name: fn.__name__ (a partial's function's name), else its type's; "<lambda>"
+ * becomes "lambda". */
+static PyObject *name_of(PyObject *fn) {
+    PyObject *name = NULL;
+    if (PyObject_GetOptionalAttrString(fn, "__name__", &name) < 0) return NULL;
+    if (!name) {
+        PyObject *func = NULL;
+        if (PyObject_GetOptionalAttrString(fn, "func", &func) < 0) return NULL;
+        if (func) {
+            int r = PyObject_GetOptionalAttrString(func, "__name__", &name);
+            Py_DECREF(func);
+            if (r < 0) return NULL;
+        }
+    }
+    if (!name || !PyUnicode_Check(name)) {
+        Py_XDECREF(name);
+        return PyUnicode_FromString(Py_TYPE(fn)->tp_name);
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "<lambda>") == 0) {
+        Py_DECREF(name);
+        return PyUnicode_FromString("lambda");
+    }
+    return name;
+}
+
+static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"fn", "name", NULL};
+    PyObject *fn, *name = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Task", names, &fn, &name)) return -1;
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "taskgraph.task needs a callable, got %.100s %R",
+                     Py_TYPE(fn)->tp_name, fn);
+        return -1;
+    }
+    if (Py_IS_TYPE(fn, &TG_TaskType)) fn = ((TaskObject *)fn)->fn;
+    PyObject *nm = name == Py_None ? name_of(fn) : Py_NewRef(name);
+    if (!nm) return -1;
+    if (!PyUnicode_CheckExact(nm) || PyUnicode_GET_LENGTH(nm) == 0) {
+        PyErr_Format(PyExc_TypeError, "task name must be a non-empty str, got %R", nm);
+        Py_DECREF(nm);
+        return -1;
+    }
+    /* Interned: every node of this task refers to it; on free-threaded builds interned
+     * strings are immortal, so workers never contend on its reference count. */
+    PyUnicode_InternInPlace(&nm);
+    Py_XSETREF(self->fn, Py_NewRef(fn));
+    Py_XSETREF(self->name, nm);
+    /* functools.update_wrapper(self, fn): __name__, __doc__, __wrapped__, ... Objects without
+     * those attributes (partials, builtins) are fine: the same errors are ignored as in
+     * Python's own decorators. */
+    PyObject *functools = PyImport_ImportModule("functools");
+    if (!functools) return -1;
+    PyObject *r = PyObject_CallMethod(functools, "update_wrapper", "OO", (PyObject *)self, fn);
+    Py_DECREF(functools);
+    if (!r) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear();
+    }
+    Py_XDECREF(r);
+    return 0;
+}
+
+static PyObject *task_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args; (void)kw;
+    TaskObject *self = (TaskObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall = task_vectorcall;
+    return (PyObject *)self;
+}
+
+static int task_traverse(TaskObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fn);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int task_clear(TaskObject *self) {
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void task_dealloc(TaskObject *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
+    task_clear(self);
+    Py_CLEAR(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A task used as a method: bound like a function (the instance is the first argument). */
+static PyObject *task_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (!obj || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *task_repr(TaskObject *self) {
+    return PyUnicode_FromFormat("<taskgraph.Task %U>", self->name);
+}
+
+/* Pickling: by reference when the task is what its module holds under its qualified name
+ * (a decorated module-level function: the function itself is hidden behind the task), else
+ * by value, as Task(fn, name) (lambdas, closures, partials, tasks in __main__: cloudpickle
+ * carries their function). */
+/* The object reached from module `mod` through the dotted name `qual`, or NULL (no error). */
+static PyObject *lookup_qualified(PyObject *mod, PyObject *qual) {
+    PyObject *obj = PyImport_GetModule(mod);
+    PyObject *parts = obj ? PyUnicode_Split(qual, TG.str_dot, -1) : NULL;
+    for (Py_ssize_t i = 0; obj && parts && i < PyList_GET_SIZE(parts); i++) {
+        PyObject *next = NULL;
+        if (PyObject_GetOptionalAttr(obj, PyList_GET_ITEM(parts, i), &next) < 0) next = NULL;
+        Py_SETREF(obj, next);
+    }
+    Py_XDECREF(parts);
+    PyErr_Clear();
+    return obj;
+}
+
+static PyObject *task_reduce(TaskObject *self, PyObject *unused) {
+    (void)unused;
+    PyObject *mod = NULL, *qual = NULL;
+    if (PyObject_GetOptionalAttrString((PyObject *)self, "__module__", &mod) < 0 ||
+        PyObject_GetOptionalAttrString((PyObject *)self, "__qualname__", &qual) < 0) {
+        Py_XDECREF(mod);
+        Py_XDECREF(qual);
+        return NULL;
+    }
+    if (mod && qual && PyUnicode_Check(mod) && PyUnicode_Check(qual) &&
+        PyUnicode_CompareWithASCIIString(mod, "__main__") != 0) {
+        PyObject *obj = lookup_qualified(mod, qual);
+        Py_XDECREF(obj); /* compared only */
+        if (obj == (PyObject *)self) {
+            Py_DECREF(mod);
+            return qual; /* pickle stores the global's name: module and qualified name */
+        }
+    }
+    Py_XDECREF(mod);
+    Py_XDECREF(qual);
+    return Py_BuildValue("O(OO)", (PyObject *)Py_TYPE(self), self->fn, self->name);
+}
+
+static PyMemberDef task_members[] = {
+    {"fn", T_OBJECT_EX, offsetof(TaskObject, fn), READONLY, "The undecorated function."},
+    {"name", T_OBJECT_EX, offsetof(TaskObject, name), READONLY,
+     "The name used in node keys and traces."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef task_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef task_methods[] = {
+    {"__reduce__", (PyCFunction)task_reduce, METH_NOARGS,
+     "Pickled by reference when importable under its own name, else as Task(fn, name)."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(task_doc,
+"Task(fn, name=None): a function made into a task (what @taskgraph.task returns).\n\n"
+"Calling it returns a Node:\n"
+"* outside a worker: a lazy Node; nothing runs until compute/result;\n"
+"* inside a running task: the Node is spawned at once onto this worker's deque (idle\n"
+"  workers may steal it) and the caller keeps running; join it with result();\n"
+"* inside `with taskgraph.serial():`: the function runs at once in the calling thread and\n"
+"  the returned Node is already finished (its exception, if any, is raised by result()).\n\n"
+"Arguments may contain Nodes anywhere inside lists, tuples, dicts, sets, frozensets,\n"
+"namedtuples, slices and dataclass instances; the task then depends on them and receives\n"
+"their values. `fn` is the undecorated function; tasks work as methods too.\n\n"
+"Errors: a non-callable fn or a bad name raises TypeError. Calling a task raises only when\n"
+"its arguments cannot be scanned (a structure nested deeper than 1000 levels: a container\n"
+"that contains itself) or memory runs out; the task's own errors are raised by result().");
+
+PyTypeObject TG_TaskType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "taskgraph.Task",
+    .tp_basicsize = sizeof(TaskObject),
+    .tp_dealloc = (destructor)task_dealloc,
+    .tp_vectorcall_offset = offsetof(TaskObject, vectorcall),
+    .tp_repr = (reprfunc)task_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = task_doc,
+    .tp_traverse = (traverseproc)task_traverse,
+    .tp_clear = (inquiry)task_clear,
+    .tp_weaklistoffset = offsetof(TaskObject, weakreflist),
+    .tp_methods = task_methods,
+    .tp_members = task_members,
+    .tp_getset = task_getset,
+    .tp_descr_get = task_descr_get,
+    .tp_dictoffset = offsetof(TaskObject, dict),
+    .tp_init = (initproc)task_init,
+    .tp_new = task_new,
+};

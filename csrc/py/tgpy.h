@@ -1,0 +1,294 @@
+/* taskgraph._core: the per-task path written against the CPython C API, beside the plain-C
+ * scheduler core (csrc/ *.c) that it embeds. One concept per file:
+ *
+ *   module.c    the module: constants, configuration from Python, per-thread state, faults
+ *   task.c      Task: the decorated function; calling it builds (and spawns) a Node
+ *   node.c      Node: one call of a task; result(), exception(), done(), key, ...
+ *   args.c      finding the Nodes inside arguments, and replacing them by their values
+ *   run.c       Run: one compute() call (its C tg_run, its first error, its end)
+ *   engine.c    Engine: the native half of a Scheduler (workers, runs, close, drain)
+ *   worker.c    the worker loop and joins: run, skip, finish, spawn, sync children
+ *   submit.c    submitting a lazy graph in one call (claim, edges, release)
+ *   recorder.c  tracing: the observer that records each task into per-worker C buffers
+ *
+ * Ownership of objects that cross threads is documented in docs/design/native.md; the rules
+ * each file relies on are repeated next to the fields below. */
+#ifndef TG_PY_H
+#define TG_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "../graph.h"
+#include "../pool.h"
+#include "../deque.h"
+#include "../trace.h"
+#include "compat.h"
+
+typedef struct NodeObject NodeObject;
+typedef struct RunObject RunObject;
+typedef struct EngineObject EngineObject;
+typedef struct RecorderObject RecorderObject;
+typedef struct tg_worker_state Worker;
+
+/* ---------------------------------------------------------------- Node (node.c) */
+struct NodeObject {
+    PyObject_HEAD
+    tg_task t;           /* the core's record, embedded: NODE_OF(task) finds the Node */
+    /* Inputs. Written when the node is built; read and dropped by whoever runs it (the thread
+     * that claimed it inline, or the worker it was handed to), never by anyone else, except
+     * deps, which the `dependencies` property reads under the node's critical section. */
+    PyObject *fn;
+    PyObject *args;      /* tuple: the positional arguments, then the keyword values */
+    Py_ssize_t nargs;    /* how many of args are positional */
+    PyObject *kwnames;   /* tuple of keyword names, or NULL */
+    PyObject *deps;      /* tuple of the Nodes found in args (unique, in order), or NULL */
+    /* Output: written once by the runner before tg_task_finish publishes the final state
+     * (release); read by anyone after seeing that state (acquire). */
+    PyObject *value;     /* the result (done) or the exception (failed, cancelled) */
+    PyObject *name;      /* the task's name, interned (immortal on free-threaded builds) */
+    NodeObject *parent;  /* the node whose task spawned it (strong, fixed), or NULL */
+    /* Children spawned by its task and not synced yet: a list owned by the thread running
+     * the task (strong references through `sibling`). */
+    NodeObject *kids;
+    NodeObject *sibling;
+    const void *owner;   /* the engine that claimed it: compared, never dereferenced */
+    int32_t nkids;
+    _Atomic uint8_t seen;    /* result()/exception() was called: its error has been observed */
+    _Atomic uint8_t failing; /* its task failed and `value` holds the exception (release) */
+    PyObject *weakreflist;
+};
+
+#define NODE_OF(task) ((NodeObject *)((char *)(task) - offsetof(NodeObject, t)))
+
+extern PyTypeObject TG_NodeType;
+#define Node_Check(o) Py_IS_TYPE((o), &TG_NodeType)
+
+/* A new NEW node for fn(*args, **kw) given in vectorcall form; scans the arguments. */
+NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames);
+/* Its key, e.g. "fib-3.1041" (the number is given on first use, settled by CAS). */
+PyObject *tg_node_key(NodeObject *n);
+uint64_t tg_node_id(NodeObject *n);
+/* The value (new reference) or NULL with the node's exception raised; marks it seen. The
+ * node must have finished. */
+PyObject *tg_node_outcome(NodeObject *n);
+/* Drops the inputs of a node that has run (or will never run). */
+void tg_node_drop_inputs(NodeObject *n);
+/* Waits, without a worker, until a node claimed by someone else finishes (timeout < 0: no
+ * limit). 0, or -1 with TimeoutError or a signal's exception raised. */
+int tg_node_wait_external(NodeObject *n, double timeout);
+
+/* ---------------------------------------------------------------- Task (task.c) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    PyObject *name;      /* interned str */
+    PyObject *dict;      /* functools.update_wrapper writes __name__, __doc__, ... here */
+    PyObject *weakreflist;
+    vectorcallfunc vectorcall;
+} TaskObject;
+
+extern PyTypeObject TG_TaskType;
+
+/* ---------------------------------------------------------------- arguments (args.c) */
+/* The Nodes inside args[0..n) (and, recursively, inside lists, tuples, dicts, sets,
+ * frozensets, namedtuples, slices and dataclass instances): a new tuple of unique Nodes in
+ * order of first appearance, NULL with no error when there are none, NULL with an error
+ * (naming `who`) when a structure nests too deeply. */
+PyObject *tg_scan(PyObject *const *args, Py_ssize_t n, PyObject *who);
+/* x with every Node inside replaced by its value (containers holding a Node are rebuilt, the
+ * rest passed through as the same object). A Node that is not finished raises
+ * TaskgraphError naming `who`; one that failed raises its exception. New reference. */
+PyObject *tg_substitute(PyObject *x, PyObject *who);
+
+/* ---------------------------------------------------------------- Run (run.c) */
+struct RunObject {
+    PyObject_HEAD
+    tg_run r;               /* the core's run: its tasks point here (RUN_OF finds this) */
+    EngineObject *engine;   /* strong */
+    pthread_mutex_t mu;     /* guards ended, error, reason; no Python call while held */
+    pthread_cond_t cv;      /* signalled when the run ends */
+    int ended;
+    int registered;         /* in its engine's list of active runs (engine->mu) */
+    PyObject *error;        /* the first failure of a top-level task */
+    PyObject *reason;       /* why it was cancelled (str) */
+    RunObject *prev, *next; /* the engine's active runs (engine->mu) */
+};
+
+#define RUN_OF(run) ((RunObject *)((char *)(run) - offsetof(RunObject, r)))
+
+extern PyTypeObject TG_RunType;
+
+/* The run's last task finished (or its submitter let go last): wakes its waiters and drops
+ * the engine's reference to it. Called once, by whoever took live to 0. */
+void tg_run_ended(RunObject *run);
+/* Cancels the run; records the reason (str, borrowed) and the error (borrowed, may be NULL)
+ * if none was recorded yet. */
+void tg_run_cancel_with(RunObject *run, PyObject *reason, PyObject *error);
+
+/* ---------------------------------------------------------------- Engine (engine.c) */
+typedef struct {
+    int64_t join;     /* ns spent inside joins by the task in this frame */
+    int64_t join_gc;  /* collection ns inside those joins */
+} tg_frame;
+
+struct tg_worker_state {
+    _Alignas(64) EngineObject *engine; /* borrowed: the engine outlives its threads */
+    int index;
+    int depth;               /* joins nested on this thread */
+    NodeObject *current;     /* the node whose task runs on this thread, or NULL */
+    PyThreadState *saved;    /* while idle (detached from the interpreter) */
+    tg_frame *frames;        /* one per task running (nested) on this thread */
+    int nframes, capframes;
+    /* Tracing: the open trace's recorder for this worker (set and cleared by
+     * recorder.c under the module's trace lock) and the hazard flag a worker raises while it
+     * writes a record (the closer waits for it to drop). */
+    _Atomic(RecorderObject *) rec;
+    _Atomic int rec_busy;
+};
+
+struct EngineObject {
+    PyObject_HEAD
+    tg_pool *pool;
+    PyObject *pool_owner;    /* the cffi object that frees the pool when the last user goes */
+    Worker *workers;
+    int nworkers;
+    int number;              /* Scheduler.number */
+    int max_help_depth;
+    PyObject *label;         /* the Scheduler's repr, for messages */
+    pthread_mutex_t mu;      /* guards runs and closed; no Python call while held */
+    RunObject *runs;         /* active runs (strong references) */
+    _Atomic int closed;
+    EngineObject *live_prev, *live_next; /* the module's live engines (trace lock) */
+    int live;
+};
+
+extern PyTypeObject TG_EngineType;
+
+/* Registers run as active (first submission). -1 with SchedulerClosedError if closed. */
+int tg_engine_add_run(EngineObject *e, RunObject *run);
+void tg_engine_forget_run(EngineObject *e, RunObject *run);
+
+/* ---------------------------------------------------------------- worker (worker.c) */
+extern tg_idle_fn tg_idle_begin, tg_idle_end;
+/* Runs tasks on W until `awaited` finishes (or, when NULL, until the pool shuts down). */
+tg_find tg_wait_until(Worker *W, NodeObject *awaited);
+/* Pushes a node built inside a running task onto W's deque (or submits it with its edges). */
+int tg_spawn(Worker *W, NodeObject *n);
+/* result()/exception() inside a worker of the node's engine: 0 when it finished, -1 with an
+ * error (own node, awaiting an ancestor, the pool shut down). */
+int tg_join(Worker *W, NodeObject *n);
+/* Runs a NEW node at once in the calling thread (serial elision). 1 if it ran (its outcome
+ * is stored; KeyboardInterrupt and SystemExit are also raised: returns -1), 0 if someone else
+ * had claimed it. */
+int tg_run_inline(NodeObject *n);
+/* drain(): skips a task left in a queue after shutdown, as worker W (single-threaded). */
+void tg_drain_one(Worker *W, tg_task *t);
+/* Finishes a task that a shut-down pool refused (or will never run) as cancelled, with
+ * everything that refusal cascades to. The caller gives up its core reference to each. */
+void tg_cancel_refused(tg_task *refused);
+
+/* ---------------------------------------------------------------- submit (submit.c) */
+/* Claims, wires and releases the lazy graph under nodes[0..n) as part of run. From worker W
+ * (not NULL: ready nodes go onto its deque, and each claimed node becomes a child of
+ * W->current) or from outside (W NULL: the injector). Returns how many nodes it claimed, or
+ * -1 with an error (what it claimed then drains as cancelled: the run is cancelled). */
+Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py_ssize_t n, Worker *W);
+
+/* ---------------------------------------------------------------- recorder (recorder.c) */
+struct RecorderObject {
+    PyObject_HEAD
+    tg_tracebuf *buf;
+    PyObject *objects;   /* list: names, and (type name, message) of errors; written by the
+                          * worker while the trace is open, read after it closed */
+    uint64_t prefix;     /* key numbers given by this recorder: prefix | seq */
+    uint64_t seq;
+    int sched_no, worker;
+    PyObject *last_name; /* cache of the last name's index */
+    int32_t last_index;
+    PyObject **keys; int32_t *vals; /* open-addressing table: name object -> index */
+    int64_t cap, used;
+};
+
+extern PyTypeObject TG_RecorderType;
+
+typedef struct {
+    RecorderObject *rec; /* the recorder when the task started, or NULL */
+    int64_t t0, g0;      /* its start, and the collection total then */
+} tg_rec_start;
+
+static inline void tg_rec_begin(Worker *W, tg_rec_start *s) {
+    /* Acquire: pairs with the release store in recorder.c that attaches a recorder. */
+    s->rec = atomic_load_explicit(&W->rec, memory_order_acquire);
+    if (s->rec) {
+        s->t0 = tg_clock_ns();
+        s->g0 = tg_trace_gc_ns();
+    }
+}
+/* Records node n (finished with state final) if the trace that was open when it started is
+ * still open. Never raises: a record that cannot be written is dropped and counted. */
+void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, const tg_frame *f);
+/* trace_start() / trace_stop() of the module (see recorder.c). */
+PyObject *tg_trace_start(PyObject *mod, PyObject *unused);
+PyObject *tg_trace_stop(PyObject *mod, PyObject *unused);
+/* Attaches recorders to an engine's workers if a trace is open (engine creation). */
+int tg_trace_attach_engine(EngineObject *e);
+void tg_trace_engine_gone(EngineObject *e);
+
+/* ---------------------------------------------------------------- module (module.c) */
+typedef struct {
+    /* Set once by taskgraph._native/_configure before any worker starts; read-only after. */
+    PyObject *CancelledError, *SchedulerClosedError, *TaskgraphError;
+    PyObject *hook_compute;         /* compute(node, **kw): Node.compute */
+    PyObject *hook_compute_lazy;    /* (nodes, timeout): a NEW node's result() outside workers */
+    PyObject *hook_run_serially;    /* (nodes): run a lazy graph in this thread */
+    PyObject *state_names[TG_NSTATES]; /* interned */
+    PyObject *str_taskgraph_task, *str_add_note, *str_fields, *str_dataclass_fields,
+        *str_field_type, *str_name, *str_dot;
+} tg_globals;
+
+extern tg_globals TG;
+
+/* Per-thread state (a C thread-local: every Python thread is an OS thread). */
+typedef struct {
+    Worker *worker;     /* the worker running on this thread, or NULL */
+    int serial;         /* depth of `with taskgraph.serial():` */
+    uint64_t thread_no; /* 1 + process-unique number, for node keys (0: none yet) */
+    uint64_t seq;       /* nodes named on this thread */
+} tg_tls;
+
+extern _Thread_local tg_tls TG_TLS;
+
+/* A fresh key number for a node named on this thread. */
+uint64_t tg_next_node_id(void);
+
+/* Fault injection (tests only): the n-th occurrence of a site fails as if out of memory. */
+typedef enum {
+    TG_FAULT_NODE_ALLOC = 0, /* building a Node */
+    TG_FAULT_CLAIM,          /* claiming a node during a submission */
+    TG_FAULT_EDGE,           /* adding an edge during a submission */
+    TG_FAULT_SPAWN,          /* queueing a spawned node */
+    TG_FAULT_NSITES
+} tg_fault_site;
+
+extern _Atomic int tg_faults_armed;
+int tg_fault_hit(tg_fault_site site);
+static inline int tg_fault(tg_fault_site site) {
+    /* Relaxed: tests arm faults before the code they target runs. */
+    return atomic_load_explicit(&tg_faults_armed, memory_order_relaxed) && tg_fault_hit(site);
+}
+
+/* Locks a pthread mutex that may be held while Python allocates: if it is busy, waits
+ * detached from the interpreter (so a stop-the-world collection, or the GIL, is never
+ * waited on while blocked). */
+void tg_lock_detached(pthread_mutex_t *mu);
+
+/* The scheduler's label for messages: "<taskgraph.Scheduler #n ...>". */
+#define ENGINE_LABEL(e) ((e)->label)
+
+#endif

@@ -1,0 +1,481 @@
+/* The worker loop and joins. One dispatch loop (tg_wait_until) serves a worker's whole life
+ * (awaited == NULL) and every join (awaited == the node): find a task in the pool (own deque,
+ * injector, steal, park), run or skip it, repeat. Running a task never fails: whatever
+ * happens, the node is finished (done, failed or cancelled) by the worker that took it.
+ *
+ * Ownership (docs/design/native.md): a claimed node carries one strong reference for the core
+ * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
+ * that reference, and drops it after the finish. */
+#include "tgpy.h"
+
+static void idle_begin(void *ctx) {
+    Worker *W = ctx;
+    W->saved = PyEval_SaveThread(); /* nothing below touches Python objects */
+}
+
+static void idle_end(void *ctx) {
+    Worker *W = ctx;
+    PyEval_RestoreThread(W->saved);
+    W->saved = NULL;
+}
+
+tg_idle_fn tg_idle_begin = idle_begin, tg_idle_end = idle_end;
+
+/* ---------------------------------------------------------------- frames (own-time accounting) */
+
+static tg_frame no_frame; /* used when the frame stack cannot grow (out of memory) */
+
+static tg_frame *push_frame(Worker *W) {
+    if (W->nframes == W->capframes) {
+        int cap = W->capframes ? W->capframes * 2 : 64;
+        tg_frame *nf = PyMem_RawRealloc(W->frames, sizeof(tg_frame) * (size_t)cap);
+        if (!nf) {
+            W->nframes++; /* counted, not stored: pop stays balanced */
+            no_frame = (tg_frame){0, 0};
+            return &no_frame;
+        }
+        W->frames = nf;
+        W->capframes = cap;
+    }
+    tg_frame *f = &W->frames[W->nframes++];
+    f->join = f->join_gc = 0;
+    return f;
+}
+
+static tg_frame pop_frame(Worker *W) {
+    W->nframes--;
+    return W->nframes < W->capframes ? W->frames[W->nframes] : no_frame;
+}
+
+/* ---------------------------------------------------------------- finishing */
+
+/* Finishes n (W: the worker finishing it, or NULL) and handles what that causes: the end of
+ * its run, and successors that a shut-down pool refused. */
+static void finish(Worker *W, NodeObject *n, int final) {
+    tg_task *refused = NULL;
+    tg_run *run = n->t.run; /* read before the finish publishes n */
+    int ended = W ? tg_pool_finish(W->engine->pool, W->index, &n->t, (tg_state)final, &refused)
+                  : tg_pool_finish(NULL, -1, &n->t, (tg_state)final, &refused);
+    if (ended) tg_run_ended(RUN_OF(run));
+    if (refused) tg_cancel_refused(refused);
+}
+
+/* The CancelledError for a node that will never run, naming why (never NULL: if building it
+ * fails, the error that stopped it is returned instead). */
+static PyObject *cancel_error(NodeObject *n) {
+    PyObject *reason = NULL, *cause = NULL, *err = NULL;
+    for (Py_ssize_t i = 0; n->deps && !reason && i < PyTuple_GET_SIZE(n->deps); i++) {
+        NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
+        int st = tg_task_state(&d->t);
+        if (st == TG_FAILED || st == TG_CANCELLED) {
+            PyObject *key = tg_node_key(d);
+            if (!key) goto fail;
+            reason = PyUnicode_FromFormat("its dependency %U %s", key,
+                                          st == TG_FAILED ? "failed" : "was cancelled");
+            Py_DECREF(key);
+            if (!reason) goto fail;
+            cause = Py_NewRef(d->value);
+        }
+    }
+    /* Acquire: pairs with the failing parent's release store (its value is then visible). */
+    if (!reason && n->parent && atomic_load_explicit(&n->parent->failing, memory_order_acquire)) {
+        PyObject *key = tg_node_key(n->parent);
+        if (!key) goto fail;
+        reason = PyUnicode_FromFormat("its parent task %U failed", key);
+        Py_DECREF(key);
+        if (!reason) goto fail;
+        cause = Py_NewRef(n->parent->value);
+    }
+    if (!reason && n->t.run) {
+        RunObject *run = RUN_OF(n->t.run);
+        pthread_mutex_lock(&run->mu);
+        reason = Py_XNewRef(run->reason);
+        cause = Py_XNewRef(run->error);
+        pthread_mutex_unlock(&run->mu);
+        if (!reason && atomic_load_explicit(&run->engine->closed, memory_order_acquire))
+            reason = PyUnicode_FromFormat("%U was closed before it ran", run->engine->label);
+    }
+    if (!reason && !PyErr_Occurred()) reason = PyUnicode_FromString("it was cancelled before it started");
+    if (!reason) goto fail;
+    PyObject *key = tg_node_key(n);
+    PyObject *msg = key ? PyUnicode_FromFormat("task %U was cancelled: %U", key, reason) : NULL;
+    Py_XDECREF(key);
+    err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
+    Py_XDECREF(msg);
+    if (!err) goto fail;
+    if (cause) PyException_SetCause(err, Py_NewRef(cause));
+    Py_XDECREF(reason);
+    Py_XDECREF(cause);
+    return err;
+fail:
+    Py_XDECREF(reason);
+    Py_XDECREF(cause);
+    err = PyErr_GetRaisedException();
+    return err ? err : Py_NewRef(PyExc_MemoryError);
+}
+
+void tg_cancel_refused(tg_task *refused) {
+    while (refused) {
+        tg_task *t = refused;
+        refused = t->link;
+        t->link = NULL;
+        NodeObject *n = NODE_OF(t);
+        n->value = cancel_error(n);
+        tg_node_drop_inputs(n);
+        tg_run *run = t->run;
+        tg_task *more = NULL;
+        if (tg_pool_finish(NULL, -1, t, TG_CANCELLED, &more)) tg_run_ended(RUN_OF(run));
+        if (more) { /* its successors were refused too: handle them in this loop */
+            tg_task *tail = more;
+            while (tail->link) tail = tail->link;
+            tail->link = refused;
+            refused = more;
+        }
+        Py_DECREF(n); /* the core's reference */
+    }
+}
+
+/* ---------------------------------------------------------------- failures */
+
+/* Adds one note naming the task (and worker) where the exception was raised, unless it has
+ * one already (it is not noted again at each parent it propagates through). */
+static void note_origin(PyObject *exc, NodeObject *n, Worker *W) {
+    PyObject *mark = NULL, *key = NULL, *note = NULL, *r = NULL;
+    if (PyObject_GetOptionalAttr(exc, TG.str_taskgraph_task, &mark) < 0) goto done;
+    if (mark && mark != Py_None) goto done;
+    key = tg_node_key(n);
+    if (!key || PyObject_SetAttr(exc, TG.str_taskgraph_task, key) < 0) goto done;
+    if (W) {
+        note = PyUnicode_FromFormat("taskgraph: raised by task %U on worker %d of %U", key,
+                                    W->index, W->engine->label);
+    } else {
+        PyObject *threading = PyImport_ImportModule("threading");
+        PyObject *th = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
+        PyObject *name = th ? PyObject_GetAttrString(th, "name") : NULL;
+        if (name) note = PyUnicode_FromFormat("taskgraph: raised by task %U (serial mode, thread %S)", key, name);
+        Py_XDECREF(name);
+        Py_XDECREF(th);
+        Py_XDECREF(threading);
+    }
+    if (note) r = PyObject_CallMethodOneArg(exc, TG.str_add_note, note);
+done:
+    /* A note is a courtesy: an exception object that refuses attributes keeps its own error. */
+    PyErr_Clear();
+    Py_XDECREF(mark);
+    Py_XDECREF(key);
+    Py_XDECREF(note);
+    Py_XDECREF(r);
+}
+
+/* Adds a note to exc about another child of parent whose failure nobody observed. */
+static void note_sibling(PyObject *exc, NodeObject *parent, NodeObject *k) {
+    PyObject *pkey = tg_node_key(parent), *key = tg_node_key(k), *note = NULL, *r = NULL;
+    if (pkey && key)
+        note = PyUnicode_FromFormat("taskgraph: task %U also had child task %U fail, unobserved: "
+                                    "%s: %S", pkey, key, Py_TYPE(k->value)->tp_name, k->value);
+    if (note && k->value != exc) r = PyObject_CallMethodOneArg(exc, TG.str_add_note, note);
+    PyErr_Clear();
+    Py_XDECREF(pkey);
+    Py_XDECREF(key);
+    Py_XDECREF(note);
+    Py_XDECREF(r);
+}
+
+static void set_failing(NodeObject *n, PyObject *exc /* stolen */) {
+    Py_XSETREF(n->value, exc);
+    /* Release: pairs with the acquire in cancel_error (a child skipped because of us). */
+    atomic_store_explicit(&n->failing, 1, memory_order_release);
+}
+
+/* A top-level task failed: fail fast, cancel the rest of its run. */
+static void fail_run(NodeObject *n) {
+    PyObject *key = tg_node_key(n);
+    PyObject *reason = key ? PyUnicode_FromFormat("task %U failed (%s)", key, Py_TYPE(n->value)->tp_name) : NULL;
+    PyErr_Clear();
+    tg_run_cancel_with(RUN_OF(n->t.run), reason, n->value);
+    Py_XDECREF(key);
+    Py_XDECREF(reason);
+}
+
+/* ---------------------------------------------------------------- running */
+
+/* Calls the node's function with its arguments (Nodes inside replaced by their values). */
+static PyObject *call_task(NodeObject *n) {
+    PyObject *args = n->args;
+    Py_ssize_t total = PyTuple_GET_SIZE(args);
+    if (!n->deps) return PyObject_Vectorcall(n->fn, total ? &PyTuple_GET_ITEM(args, 0) : NULL,
+                                             (size_t)n->nargs, n->kwnames);
+    PyObject *sub = PyTuple_New(total);
+    if (!sub) return NULL;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        PyObject *v = tg_substitute(PyTuple_GET_ITEM(args, i), n->name);
+        if (!v) {
+            Py_DECREF(sub);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(sub, i, v);
+    }
+    PyObject *r = PyObject_Vectorcall(n->fn, total ? &PyTuple_GET_ITEM(sub, 0) : NULL,
+                                      (size_t)n->nargs, n->kwnames);
+    Py_DECREF(sub);
+    return r;
+}
+
+static tg_find wait_loop(Worker *W, NodeObject *awaited, int steal);
+
+/* Waits for n as a join (nested helping, counted in the join depth and the trace). */
+static tg_find join_wait(Worker *W, NodeObject *n) {
+    /* Relaxed: only decides whether to take the time; the record itself is guarded. */
+    int timed = atomic_load_explicit(&W->rec, memory_order_relaxed) != NULL;
+    int64_t t0 = 0, g0 = 0;
+    if (timed) {
+        t0 = tg_clock_ns();
+        g0 = tg_trace_gc_ns();
+    }
+    int steal = W->depth < W->engine->max_help_depth;
+    W->depth++;
+    tg_find r = wait_loop(W, n, steal);
+    W->depth--;
+    if (timed && W->nframes > 0 && W->nframes <= W->capframes) {
+        tg_frame *f = &W->frames[W->nframes - 1]; /* the task running on this thread */
+        f->join += tg_clock_ns() - t0;
+        f->join_gc += tg_trace_gc_ns() - g0;
+    }
+    return r;
+}
+
+/* Add n to parent's children (a strong reference). At powers of two from 64 children,
+ * children that finished and whose outcome was read are forgotten, so a task that spawns and
+ * joins many children in a loop keeps a bounded number alive. */
+static void add_kid(NodeObject *parent, NodeObject *n) {
+    n->sibling = parent->kids;
+    parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
+    int32_t c = ++parent->nkids;
+    if (c < 64 || (c & (c - 1))) return;
+    NodeObject **link = &parent->kids;
+    while (*link) {
+        NodeObject *k = *link;
+        /* Relaxed `seen`: set by whoever read the outcome, usually this thread. */
+        if (tg_task_state(&k->t) >= TG_DONE && atomic_load_explicit(&k->seen, memory_order_relaxed)) {
+            *link = k->sibling;
+            k->sibling = NULL;
+            parent->nkids--;
+            Py_DECREF(k);
+        } else {
+            link = &k->sibling;
+        }
+    }
+}
+
+/* Implicit sync at the end of a task (Cilk's sync, rayon's scope): the task finishes only
+ * after every child it spawned. If it failed, children not started yet are cancelled first.
+ * A child that failed and whose outcome nobody read makes the task fail with that error (no
+ * error is lost: further ones are attached as notes). */
+static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
+    NodeObject *kids = n->kids;
+    n->kids = NULL;
+    n->nkids = 0;
+    /* Relaxed: our own store. */
+    int failing = atomic_load_explicit(&n->failing, memory_order_relaxed);
+    if (failing)
+        for (NodeObject *k = kids; k; k = k->sibling)
+            if (tg_task_state(&k->t) < TG_DONE) tg_task_cancel(&k->t, TG_POISON_CANCEL);
+    int closed = 0;
+    for (NodeObject *k = kids; k && !closed; k = k->sibling)
+        if (tg_task_state(&k->t) < TG_DONE) closed = join_wait(W, k) == TG_FIND_SHUTDOWN;
+    NodeObject *first = NULL;
+    for (NodeObject *k = kids; k; k = k->sibling) {
+        /* Relaxed: see add_kid. */
+        if (tg_task_state(&k->t) <= TG_DONE || atomic_load_explicit(&k->seen, memory_order_relaxed)) continue;
+        if (!first && !failing) {
+            first = k;
+            atomic_store_explicit(&k->seen, 1, memory_order_relaxed);
+            Py_CLEAR(*res);
+            set_failing(n, Py_NewRef(k->value));
+        } else if (tg_task_state(&k->t) == TG_FAILED) { /* not the siblings cancelled because of it */
+            note_sibling(n->value, n, k);
+        }
+    }
+    while (kids) {
+        NodeObject *next = kids->sibling;
+        kids->sibling = NULL;
+        Py_DECREF(kids);
+        kids = next;
+    }
+}
+
+/* Runs node n, handed to W by the pool, and finishes it. */
+static void execute(Worker *W, NodeObject *n) {
+    NodeObject *prev = W->current;
+    W->current = n;
+    push_frame(W);
+    tg_rec_start rs;
+    tg_rec_begin(W, &rs);
+    PyObject *res = NULL;
+    if (Py_EnterRecursiveCall(" while running a taskgraph task") == 0) {
+        res = call_task(n);
+        Py_LeaveRecursiveCall();
+    }
+    if (!res) set_failing(n, PyErr_GetRaisedException());
+    if (n->kids) sync_kids(W, n, &res);
+    W->current = prev;
+    int final = TG_DONE;
+    if (res) {
+        n->value = res;
+    } else {
+        final = TG_FAILED;
+        note_origin(n->value, n, W);
+        if (!n->parent) fail_run(n);
+    }
+    tg_frame f = pop_frame(W);
+    if (rs.rec) tg_rec_end(W, &rs, n, final, &f);
+    tg_node_drop_inputs(n);
+    finish(W, n, final);
+    Py_DECREF(n); /* the core's reference */
+}
+
+/* Finishes node n, handed to W with skip set, as cancelled. */
+static void skip(Worker *W, NodeObject *n) {
+    tg_rec_start rs;
+    tg_rec_begin(W, &rs);
+    n->value = cancel_error(n);
+    if (rs.rec) {
+        tg_frame f = {0, 0};
+        tg_rec_end(W, &rs, n, TG_CANCELLED, &f);
+    }
+    tg_node_drop_inputs(n);
+    finish(W, n, TG_CANCELLED);
+    Py_DECREF(n); /* the core's reference */
+}
+
+/* The one dispatch loop. */
+static tg_find wait_loop(Worker *W, NodeObject *awaited, int steal) {
+    tg_pool *pool = W->engine->pool;
+    tg_task *want = awaited ? &awaited->t : NULL, *t;
+    for (;;) {
+        tg_find r = tg_pool_find(pool, W->index, want, steal, W, &t);
+        if (r == TG_FIND_RUN) execute(W, NODE_OF(t));
+        else if (r == TG_FIND_SKIP) skip(W, NODE_OF(t));
+        else return r;
+    }
+}
+
+tg_find tg_wait_until(Worker *W, NodeObject *awaited) {
+    return awaited ? join_wait(W, awaited) : wait_loop(W, NULL, 1);
+}
+
+void tg_drain_one(Worker *W, tg_task *t) { skip(W, NODE_OF(t)); }
+
+/* ---------------------------------------------------------------- spawning and joining */
+
+int tg_spawn(Worker *W, NodeObject *n) {
+    NodeObject *parent = W->current;
+    if (n->deps) { /* it waits for other nodes: wire its edges (submit.c) */
+        PyObject *one = (PyObject *)n;
+        return tg_submit(W->engine, RUN_OF(parent->t.run), &one, 1, W) < 0 ? -1 : 0;
+    }
+    n->parent = (NodeObject *)Py_NewRef((PyObject *)parent);
+    n->owner = W->engine;
+    add_kid(parent, n);
+    Py_INCREF(n); /* the core's reference, until the node is finished */
+    tg_push r;
+    if (tg_fault(TG_FAULT_SPAWN)) { /* as if the deque could not grow */
+        tg_task_claim(&n->t, parent->t.run);
+        tg_task_release_hold(&n->t);
+        r = TG_PUSH_NOMEM;
+    } else {
+        r = tg_pool_spawn(W->engine->pool, W->index, &n->t, parent->t.run);
+    }
+    if (r == TG_PUSH_QUEUED) return 0;
+    if (r != TG_PUSH_NOMEM) Py_FatalError("taskgraph: a new node was claimed twice"); /* invariant */
+    /* Claimed and ready but not queued: it fails with MemoryError; nothing waits forever. */
+    PyErr_NoMemory();
+    set_failing(n, PyErr_GetRaisedException());
+    tg_node_drop_inputs(n);
+    finish(W, n, TG_FAILED);
+    Py_DECREF(n);
+    return 0;
+}
+
+static int is_ancestor(NodeObject *a, NodeObject *of) {
+    for (NodeObject *p = of ? of->parent : NULL; p; p = p->parent)
+        if (p == a) return 1;
+    return 0;
+}
+
+int tg_join(Worker *W, NodeObject *n) {
+    NodeObject *cur = W->current;
+    if (n == cur || (n->parent != cur && is_ancestor(n, cur))) {
+        PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
+        if (ck && n == cur)
+            PyErr_Format(TG.TaskgraphError, "task %U called result() on its own node (it would "
+                         "wait for itself forever)", key);
+        else if (ck)
+            PyErr_Format(TG.TaskgraphError, "task %U awaits %U, one of the tasks that spawned it; "
+                         "a task finishes only after its children (implicit sync), so this would "
+                         "wait forever", ck, key);
+        Py_XDECREF(key);
+        Py_XDECREF(ck);
+        return -1;
+    }
+    if (tg_task_state(&n->t) == TG_NEW) { /* a lazy node first needed here: joins this run */
+        PyObject *one = (PyObject *)n;
+        if (tg_submit(W->engine, RUN_OF(cur->t.run), &one, 1, W) < 0) return -1;
+    }
+    if (join_wait(W, n) == TG_FIND_SHUTDOWN && tg_task_state(&n->t) < TG_DONE) {
+        PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
+        if (ck)
+            PyErr_Format(TG.SchedulerClosedError, "%U closed while task %U waited for %U",
+                         W->engine->label, ck, key);
+        Py_XDECREF(key);
+        Py_XDECREF(ck);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- serial elision */
+
+int tg_run_inline(NodeObject *n) {
+    if (!tg_task_claim_inline(&n->t)) return 0;
+    for (Py_ssize_t i = 0; n->deps && i < PyTuple_GET_SIZE(n->deps); i++) {
+        NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
+        int st = tg_task_state(&d->t);
+        if (st == TG_DONE) continue;
+        PyObject *key = tg_node_key(n), *dk = key ? tg_node_key(d) : NULL;
+        PyObject *msg = dk ? PyUnicode_FromFormat("task %U was cancelled: its dependency %U %s", key, dk,
+                                                  st == TG_FAILED ? "failed" : st == TG_CANCELLED
+                                                  ? "was cancelled" : "had not run") : NULL;
+        PyObject *err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
+        if (err && st > TG_DONE) PyException_SetCause(err, Py_NewRef(d->value));
+        Py_XDECREF(key);
+        Py_XDECREF(dk);
+        Py_XDECREF(msg);
+        n->value = err ? err : PyErr_GetRaisedException();
+        tg_node_drop_inputs(n);
+        finish(NULL, n, TG_CANCELLED);
+        return 1;
+    }
+    PyObject *res = NULL;
+    if (Py_EnterRecursiveCall(" while running a taskgraph task") == 0) {
+        res = call_task(n);
+        Py_LeaveRecursiveCall();
+    }
+    int final = TG_DONE, reraise = 0;
+    if (res) {
+        n->value = res;
+    } else {
+        n->value = PyErr_GetRaisedException();
+        final = TG_FAILED;
+        reraise = PyErr_GivenExceptionMatches(n->value, PyExc_KeyboardInterrupt) ||
+                  PyErr_GivenExceptionMatches(n->value, PyExc_SystemExit);
+        note_origin(n->value, n, NULL);
+    }
+    tg_node_drop_inputs(n);
+    finish(NULL, n, final);
+    if (reraise) {
+        PyErr_SetRaisedException(Py_NewRef(n->value));
+        return -1;
+    }
+    return 1;
+}

@@ -1,0 +1,189 @@
+#define _DEFAULT_SOURCE
+/* Tests of the task table alone (csrc/graph.c), no pool: claims, edges racing with a finish,
+ * poison reasons, key numbers, inline claims, run counting. Threads race where the protocol
+ * says they may; run plain and under ThreadSanitizer / AddressSanitizer. */
+#include "../graph.h"
+#include "check.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS 4
+
+typedef struct {
+    tg_task *t;
+    tg_run *run;
+    pthread_barrier_t *go;
+    int won;
+    uint64_t id;
+} racer;
+
+static void *claim_racer(void *arg) {
+    racer *r = arg;
+    pthread_barrier_wait(r->go);
+    r->won = tg_task_claim(r->t, r->run);
+    r->id = tg_task_set_id(r->t, (uint64_t)(uintptr_t)r); /* each proposes its own number */
+    return NULL;
+}
+
+/* Exactly one of several racing claimers wins, and racing namers agree on one number. */
+static void test_claim_race(void) {
+    int rounds = sanitized() ? 200 : 2000;
+    for (int k = 0; k < rounds; k++) {
+        tg_task t;
+        memset(&t, 0, sizeof t);
+        tg_run run;
+        memset(&run, 0, sizeof run);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, THREADS);
+        racer r[THREADS];
+        pthread_t tid[THREADS];
+        for (int i = 0; i < THREADS; i++) {
+            r[i] = (racer){&t, &run, &go, 0, 0};
+            pthread_create(&tid[i], NULL, claim_racer, &r[i]);
+        }
+        int won = 0;
+        for (int i = 0; i < THREADS; i++) {
+            pthread_join(tid[i], NULL);
+            won += r[i].won;
+            CHECK(r[i].id == r[0].id && r[i].id != 0, "namers disagree");
+        }
+        CHECK(won == 1, "%d claimers won", won);
+        CHECK(tg_task_state(&t) == TG_PENDING && tg_run_live(&run) == 1, "claimed once");
+        CHECK(tg_task_id(&t) == r[0].id, "id");
+        pthread_barrier_destroy(&go);
+    }
+    printf("ok claim and naming races (%d rounds, %d threads)\n", rounds, THREADS);
+}
+
+/* Edges added while the predecessor finishes: every successor is released exactly once,
+ * either by the finish (edge seen) or by its own hold (edge refused, TG_DEP_DONE). */
+enum { SUCCS = 64 };
+static tg_task pred;
+static tg_task succ[SUCCS];
+static _Atomic int released[SUCCS];
+static pthread_barrier_t edge_go;
+
+static void count_ready(void *ctx, tg_task *s) {
+    (void)ctx;
+    atomic_fetch_add_explicit(&released[s - succ], 1, memory_order_relaxed); /* checked after join */
+}
+
+static void *adder(void *arg) {
+    int first = (int)(intptr_t)arg;
+    pthread_barrier_wait(&edge_go);
+    for (int i = first; i < SUCCS; i += THREADS - 1) {
+        tg_dep_result r = tg_task_depend(&succ[i], &pred);
+        CHECK(r == TG_DEP_WAIT || r == TG_DEP_DONE, "depend %d", r);
+        if (tg_task_release_hold(&succ[i])) count_ready(NULL, &succ[i]);
+    }
+    return NULL;
+}
+
+static void *finisher(void *arg) {
+    tg_run *run = arg;
+    pthread_barrier_wait(&edge_go);
+    CHECK(tg_task_finish(&pred, TG_DONE, count_ready, NULL) == 0, "run ended too early");
+    (void)run;
+    return NULL;
+}
+
+static void test_edges_race_finish(void) {
+    int rounds = sanitized() ? 300 : 3000;
+    for (int k = 0; k < rounds; k++) {
+        tg_run run;
+        memset(&run, 0, sizeof run);
+        memset(&pred, 0, sizeof pred);
+        memset(succ, 0, sizeof succ);
+        tg_run_hold(&run);
+        CHECK(tg_task_claim(&pred, &run), "claim pred");
+        for (int i = 0; i < SUCCS; i++) {
+            CHECK(tg_task_claim(&succ[i], &run), "claim succ");
+            atomic_store(&released[i], 0);
+        }
+        pthread_barrier_init(&edge_go, NULL, THREADS);
+        pthread_t tid[THREADS];
+        for (int i = 0; i < THREADS - 1; i++) pthread_create(&tid[i], NULL, adder, (void *)(intptr_t)i);
+        pthread_create(&tid[THREADS - 1], NULL, finisher, &run);
+        for (int i = 0; i < THREADS; i++) pthread_join(tid[i], NULL);
+        pthread_barrier_destroy(&edge_go);
+        for (int i = 0; i < SUCCS; i++) {
+            CHECK(atomic_load(&released[i]) == 1, "successor %d released %d times", i, atomic_load(&released[i]));
+            CHECK(tg_task_state(&succ[i]) == TG_READY, "successor %d state %s", i, tg_state_name(tg_task_state(&succ[i])));
+            CHECK(tg_task_poisoned(&succ[i]) == TG_POISON_NONE, "successor %d poisoned", i);
+        }
+        CHECK(tg_run_live(&run) == SUCCS + 1, "live");
+    }
+    printf("ok edges racing with a finish: each successor released once (%d rounds)\n", rounds);
+}
+
+static void count_only(void *ctx, tg_task *s) { (void)s; ++*(int *)ctx; }
+
+/* A failed predecessor poisons its successors, whether the edge was added before or after;
+ * the run ends on its last finish. */
+static void test_poison_and_run_end(void) {
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    tg_task a, before, after;
+    memset(&a, 0, sizeof a); memset(&before, 0, sizeof before); memset(&after, 0, sizeof after);
+    tg_run_hold(&run);
+    CHECK(tg_task_claim(&a, &run) && tg_task_claim(&before, &run) && tg_task_claim(&after, &run), "claim");
+    CHECK(tg_task_claim(&a, &run) == 0, "second claim refused");
+    CHECK(tg_task_depend(&before, &a) == TG_DEP_WAIT, "edge before");
+    CHECK(tg_task_release_hold(&before) == 0, "before waits");
+    CHECK(tg_task_release_hold(&a) == 1, "a ready");
+    int n = 0;
+    CHECK(tg_task_finish(&a, TG_FAILED, count_only, &n) == 0, "run still live");
+    CHECK(n == 1 && tg_task_state(&before) == TG_READY, "before released");
+    CHECK(tg_task_poisoned(&before) == TG_POISON_DEP, "before poisoned");
+    CHECK(tg_task_depend(&after, &a) == TG_DEP_POISON, "edge after a failure");
+    CHECK(tg_task_poisoned(&after) == TG_POISON_DEP, "after poisoned");
+    CHECK(tg_task_release_hold(&after) == 1, "after ready at once");
+    CHECK(tg_task_finish(&before, TG_CANCELLED, count_only, &n) == 0, "live");
+    CHECK(tg_task_finish(&after, TG_CANCELLED, count_only, &n) == 0, "held");
+    CHECK(tg_run_release(&run) == 1, "the hold was the last: the run ends");
+    /* A done predecessor found sealed: nothing to wait for. */
+    tg_task d, s;
+    memset(&d, 0, sizeof d); memset(&s, 0, sizeof s);
+    tg_run r2;
+    memset(&r2, 0, sizeof r2);
+    CHECK(tg_task_claim(&d, &r2) && tg_task_claim(&s, &r2), "claim");
+    tg_task_release_hold(&d);
+    CHECK(tg_task_finish(&d, TG_DONE, count_only, &n) == 0, "one left");
+    CHECK(tg_task_depend(&s, &d) == TG_DEP_DONE, "done pred");
+    CHECK(tg_task_poisoned(&s) == TG_POISON_NONE, "not poisoned");
+    CHECK(tg_task_release_hold(&s) == 1, "ready");
+    CHECK(tg_task_finish(&s, TG_DONE, count_only, &n) == 1, "the last finish ends the run");
+    printf("ok poison before and after a failure, run ends on the last finish\n");
+}
+
+/* An inline claim (serial elision) has no run: a finish never touches one. */
+static void test_inline(void) {
+    tg_task t, succ1;
+    memset(&t, 0, sizeof t);
+    memset(&succ1, 0, sizeof succ1);
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    CHECK(tg_task_claim_inline(&t) == 1 && tg_task_state(&t) == TG_RUNNING, "inline claim");
+    CHECK(tg_task_claim_inline(&t) == 0 && tg_task_claim(&t, &run) == 0, "claimed once");
+    CHECK(tg_task_claim(&succ1, &run), "claim succ");
+    CHECK(tg_task_depend(&succ1, &t) == TG_DEP_WAIT, "a parallel consumer waits for it");
+    int n = 0;
+    CHECK(tg_task_finish(&t, TG_DONE, count_only, &n) == 0 && n == 0, "held consumer");
+    CHECK(tg_task_release_hold(&succ1) == 1, "consumer ready");
+    CHECK(tg_task_state(&t) == TG_DONE && tg_run_live(&run) == 1, "state");
+    CHECK(strcmp(tg_state_name(TG_CANCELLED), "cancelled") == 0 && strcmp(tg_state_name(99), "invalid") == 0, "names");
+    printf("ok inline claims\n");
+}
+
+int main(void) {
+    tg_test_watchdog(sanitized() ? 600 : 240);
+    test_claim_race();
+    test_edges_race_finish();
+    test_poison_and_run_end();
+    test_inline();
+    printf("graph: 4 passed, 0 failed\n");
+    return 0;
+}

@@ -1,0 +1,112 @@
+/* Execution-trace buffers: see trace.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "trace.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHUNK 4096 /* records per chunk (256 KiB): appends never move a record */
+
+_Static_assert(sizeof(tg_trace_rec) == 64, "tg_trace_rec must match tg_trace_rec_format()");
+
+struct tg_tracebuf {
+    tg_trace_rec **chunks;
+    int64_t nchunks, capchunks;
+    int64_t count;   /* records appended */
+    int64_t dropped; /* records lost to out-of-memory */
+    uint64_t *ids;
+    int64_t nids, capids;
+};
+
+tg_tracebuf *tg_tracebuf_new(void) { return calloc(1, sizeof(tg_tracebuf)); }
+
+void tg_tracebuf_free(tg_tracebuf *b) {
+    if (!b) return;
+    for (int64_t i = 0; i < b->nchunks; i++) free(b->chunks[i]);
+    free(b->chunks);
+    free(b->ids);
+    free(b);
+}
+
+tg_trace_rec *tg_tracebuf_append(tg_tracebuf *b) {
+    int64_t i = b->count % CHUNK;
+    if (i == 0 && b->count / CHUNK == b->nchunks) { /* the last chunk is full (or none yet) */
+        if (b->nchunks == b->capchunks) {
+            int64_t cap = b->capchunks ? b->capchunks * 2 : 16;
+            tg_trace_rec **nc = realloc(b->chunks, sizeof(*nc) * (size_t)cap);
+            if (!nc) { b->dropped++; return NULL; }
+            b->chunks = nc;
+            b->capchunks = cap;
+        }
+        tg_trace_rec *c = malloc(sizeof(tg_trace_rec) * CHUNK);
+        if (!c) { b->dropped++; return NULL; }
+        b->chunks[b->nchunks++] = c;
+    }
+    tg_trace_rec *r = &b->chunks[b->count / CHUNK][i];
+    memset(r, 0, sizeof *r);
+    b->count++;
+    return r;
+}
+
+int tg_tracebuf_add_ids(tg_tracebuf *b, const uint64_t *ids, uint32_t n, uint32_t *off) {
+    if (b->nids + n > UINT32_MAX) return -1;
+    if (b->nids + n > b->capids) {
+        int64_t cap = b->capids ? b->capids * 2 : 1024;
+        while (cap < b->nids + n) cap *= 2;
+        uint64_t *ni = realloc(b->ids, sizeof(uint64_t) * (size_t)cap);
+        if (!ni) return -1;
+        b->ids = ni;
+        b->capids = cap;
+    }
+    memcpy(b->ids + b->nids, ids, sizeof(uint64_t) * n);
+    *off = (uint32_t)b->nids;
+    b->nids += n;
+    return 0;
+}
+
+int64_t tg_tracebuf_count(const tg_tracebuf *b) { return b->count; }
+int64_t tg_tracebuf_dropped(const tg_tracebuf *b) { return b->dropped; }
+int64_t tg_tracebuf_nids(const tg_tracebuf *b) { return b->nids; }
+
+int64_t tg_tracebuf_copy(const tg_tracebuf *b, int64_t first, int64_t n, void *dst) {
+    if (first < 0 || first >= b->count || n <= 0) return 0;
+    if (first + n > b->count) n = b->count - first;
+    char *out = dst;
+    for (int64_t k = first; k < first + n;) {
+        int64_t i = k % CHUNK, take = CHUNK - i;
+        if (take > first + n - k) take = first + n - k;
+        memcpy(out, &b->chunks[k / CHUNK][i], sizeof(tg_trace_rec) * (size_t)take);
+        out += sizeof(tg_trace_rec) * (size_t)take;
+        k += take;
+    }
+    return n;
+}
+
+void tg_tracebuf_copy_ids(const tg_tracebuf *b, uint64_t *dst) {
+    if (b->nids) memcpy(dst, b->ids, sizeof(uint64_t) * (size_t)b->nids);
+}
+
+const char *tg_trace_rec_format(void) { return "<QQqqqIIiiiBBH"; }
+int tg_trace_rec_size(void) { return (int)sizeof(tg_trace_rec); }
+const char *tg_trace_rec_fields(void) {
+    return "id parent start end own deps_off ndeps name error worker stolen state pad";
+}
+
+int64_t tg_clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static _Atomic int64_t gc_ns;
+
+void tg_trace_gc_add(int64_t ns) {
+    /* Relaxed: a running total; a collection stops every thread, so the recorders read it
+     * before or after a collection, never during one. */
+    atomic_fetch_add_explicit(&gc_ns, ns, memory_order_relaxed);
+}
+
+int64_t tg_trace_gc_ns(void) { return atomic_load_explicit(&gc_ns, memory_order_relaxed); /* see above */ }

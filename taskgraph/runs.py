@@ -1,0 +1,82 @@
+"""Runs: one compute() of a lazy graph from outside the workers. The graph is submitted in one
+C call (``Engine.submit``: claim, edges, release), then the caller waits for the run's last
+task, in short slices so that Ctrl-C and a timeout are seen at once."""
+from __future__ import annotations
+
+import time
+
+from taskgraph._native import core
+
+__all__ = ["compute_nodes", "raise_first_error", "WAIT_SLICE"]
+
+# How often a thread waiting in compute() wakes up. Free-threaded CPython frees an object in
+# the thread that created it: nodes built on the caller's thread and dropped by the workers are
+# only freed (with the results they hold) when the caller runs Python code again. Waking every
+# 2 ms keeps intermediate results from piling up during long runs, for about 0.5% of a core.
+WAIT_SLICE = 0.002
+
+
+def compute_nodes(sched, nodes, timeout=None, progress=False):
+    """Submits the lazy graph under nodes to sched as one run and waits until every node has
+    finished. Returns the run (None when nothing had to run). Ctrl-C cancels the run and
+    re-raises within about half a second; a timeout raises TimeoutError and leaves the work
+    running."""
+    pending = [n for n in nodes if not n.done()]
+    if not pending:
+        return None
+    run = core.Run(sched._engine)
+    bar = None
+    if progress:
+        from taskgraph._progress import ProgressBar  # imports tqdm if installed: only when asked
+        bar = ProgressBar(sched)  # counters read before anything starts
+    try:
+        total = sched._engine.submit(run, pending)
+        if bar is not None:
+            bar.set_total(total)
+        _wait_run(run, timeout, bar)
+    except KeyboardInterrupt:
+        run.cancel("interrupted (KeyboardInterrupt)")
+        run.wait(0.5)  # give running tasks a moment; never longer
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for n in pending:  # nodes claimed by another run (a concurrent compute) are awaited here
+        if not n.done():
+            n.exception(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return run
+
+
+def _wait_run(run, timeout, bar):
+    deadline = None if timeout is None else time.monotonic() + timeout
+    last_bar = time.monotonic()
+    while True:
+        step = WAIT_SLICE
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"compute did not finish within {timeout} s "
+                                   "(the work goes on; call result() to wait again)")
+            step = min(step, left)
+        if run.wait(step):
+            if bar is not None:
+                bar.finish()
+            return
+        if bar is not None and time.monotonic() - last_bar > 0.1:
+            bar.update()
+            last_bar = time.monotonic()
+
+
+def raise_first_error(nodes, run):
+    """Raises the root cause of the first node that did not finish with a result: the run's
+    first failure if it recorded one (a node cancelled by fail-fast raises what failed), else
+    the node's own exception. Marks every node's outcome as observed."""
+    first = None
+    for n in nodes:
+        exc = n.exception()
+        if exc is not None and first is None:
+            first = exc
+    if first is not None:
+        root = run.error if run is not None else None
+        raise root if root is not None else first
