@@ -10,7 +10,7 @@ CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c csrc/trace.c
 CTESTS := deque graph pool sleep
 BUILD := build
 
-.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil demo pictures bench bench-deps bench-quick clean
+.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil test-asan demo pictures bench bench-deps bench-quick clean
 
 setup:
 	@bash tools/setup.sh
@@ -20,6 +20,7 @@ test: setup
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory test-py
 	@$(MAKE) --no-print-directory test-gil
+	@$(MAKE) --no-print-directory test-asan
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -61,6 +62,12 @@ test-gil:
 	  $(GILPY) -m pytest -q -p no:cacheprovider -W ignore::taskgraph.GILWarning; \
 	else echo "== no GIL-build CPython on this machine: GIL-build run skipped"; fi
 
+# The Python tests against an AddressSanitizer+UBSan build of the extension, on both
+# interpreters (tools/asan.sh says what each run can catch).
+test-asan:
+	@bash tools/asan.sh .venv
+	@if [ -x $(GILPY) ]; then bash tools/asan.sh .venv-gil; fi
+
 demo: setup
 	@$(PY) examples/fib.py --trace build/demo/fib
 	@$(PY) examples/quicksort.py --trace build/demo/quicksort
@@ -89,4 +96,4 @@ bench-quick: bench-deps
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:
-	rm -rf $(BUILD) taskgraph/_cnative*.so taskgraph/*.o
+	rm -rf $(BUILD) taskgraph/_core*.so taskgraph/*.o

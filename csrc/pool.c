@@ -79,11 +79,12 @@ tg_pool *tg_pool_new(int nworkers) {
     if (!p) return NULL;
     p->n = nworkers;
     p->w = aligned_alloc(64, sizeof(tg_worker) * (size_t)nworkers);
+    /* Zero-filled at once: a worker whose deque was not allocated yet has dq == NULL, which
+     * is where the failure path stops freeing. */
+    if (p->w) memset(p->w, 0, sizeof(tg_worker) * (size_t)nworkers);
     p->inj_cap = 64;
     p->inj_buf = malloc(sizeof(uint64_t) * (size_t)p->inj_cap);
     if (!p->w || !p->inj_buf) goto fail;
-    /* Zero-filled: a worker whose deque was not allocated yet has dq == NULL (see fail). */
-    memset(p->w, 0, sizeof(tg_worker) * (size_t)nworkers);
     for (int i = 0; i < nworkers; i++) {
         tg_worker *w = &p->w[i];
         w->dq = tg_deque_new(64);

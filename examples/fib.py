@@ -25,6 +25,26 @@ def fib(n, cutoff=0):
     return a.result() + b.result()  # join: runs other tasks until both are done
 
 
+def run(n=30, cutoff=18, workers=None, trace=None):
+    """Computes fib(n) serially and with taskgraph; returns the values, times and counters.
+    With trace=PREFIX, a second (traced) run writes PREFIX.svg/.json/.tgtrace."""
+    t0 = time.perf_counter()
+    expect = fib_serial(n)
+    t_serial = time.perf_counter() - t0
+    with tg.Scheduler(workers=workers) as s:
+        t0 = time.perf_counter()
+        got = s.compute(fib(n, cutoff))
+        t_par = time.perf_counter() - t0
+        stats = s.stats()
+        if trace:  # a second, traced run (the timing above is untraced)
+            with tg.trace() as tr:
+                s.compute(fib(n, cutoff))
+            tg.write_trace_files(tr, trace)
+    return {"value": got, "expected": expect, "serial_s": t_serial, "taskgraph_s": t_par,
+            "speedup": t_serial / t_par, "workers": s.workers,
+            "tasks": sum(w["tasks_run"] for w in stats), "stolen": sum(w["stolen"] for w in stats)}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=30)
@@ -34,27 +54,12 @@ def main(argv=None):
                    help="also trace the run: write PREFIX.svg (executed graph), PREFIX.json "
                         "(timeline) and PREFIX.tgtrace, and print the work/span summary")
     a = p.parse_args(argv)
-
-    t0 = time.perf_counter()
-    expect = fib_serial(a.n)
-    t_serial = time.perf_counter() - t0
-
-    with tg.Scheduler(workers=a.workers) as s:
-        t0 = time.perf_counter()
-        got = s.compute(fib(a.n, a.cutoff))
-        t_par = time.perf_counter() - t0
-        stats = s.stats()
-        if a.trace:  # a second, traced run (the timing above is untraced)
-            with tg.trace() as tr:
-                s.compute(fib(a.n, a.cutoff))
-            tg.write_trace_files(tr, a.trace)
-    if got != expect:
-        raise SystemExit(f"WRONG: fib({a.n}) gave {got}, expected {expect}")
-    tasks = sum(w["tasks_run"] for w in stats)
-    stolen = sum(w["stolen"] for w in stats)
-    print(f"fib({a.n}) = {got}  OK   cutoff {a.cutoff}, {a.workers} workers")
-    print(f"  serial {t_serial:.3f} s, taskgraph {t_par:.3f} s, speed-up {t_serial / t_par:.2f}x"
-          f"  ({tasks} tasks, {stolen} stolen)")
+    r = run(a.n, a.cutoff, a.workers, a.trace)
+    if r["value"] != r["expected"]:
+        raise SystemExit(f"WRONG: fib({a.n}) gave {r['value']}, expected {r['expected']}")
+    print(f"fib({a.n}) = {r['value']}  OK   cutoff {a.cutoff}, {a.workers} workers")
+    print(f"  serial {r['serial_s']:.3f} s, taskgraph {r['taskgraph_s']:.3f} s, speed-up "
+          f"{r['speedup']:.2f}x  ({r['tasks']} tasks, {r['stolen']} stolen)")
 
 
 if __name__ == "__main__":

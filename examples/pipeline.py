@@ -62,28 +62,34 @@ def serial(docs, words):
     return top(c), c
 
 
+def run(docs=400, words=5000, workers=None):
+    """The word count serially and with taskgraph: returns both results and the times."""
+    t0 = time.perf_counter()
+    expect_top, expect_counts = serial(docs, words)
+    t_serial = time.perf_counter() - t0
+    top_node, total_node = build(docs, words)
+    with tg.Scheduler(workers=workers) as s:
+        t0 = time.perf_counter()
+        got_top, got_counts = s.compute(top_node, total_node)
+        t_par = time.perf_counter() - t0
+    return {"top": got_top, "counts": got_counts, "expected_top": expect_top,
+            "expected_counts": expect_counts, "serial_s": t_serial, "taskgraph_s": t_par,
+            "speedup": t_serial / t_par, "workers": s.workers, "tasks": 3 * docs}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--docs", type=int, default=400)
     p.add_argument("--words", type=int, default=5000)
     p.add_argument("--workers", type=int, default=tg.usable_cpus())
     a = p.parse_args(argv)
-
-    t0 = time.perf_counter()
-    expect_top, expect_counts = serial(a.docs, a.words)
-    t_serial = time.perf_counter() - t0
-
-    top_node, total_node = build(a.docs, a.words)
-    with tg.Scheduler(workers=a.workers) as s:
-        t0 = time.perf_counter()
-        got_top, got_counts = s.compute(top_node, total_node)
-        t_par = time.perf_counter() - t0
-    if got_counts != expect_counts or got_top != expect_top:
+    r = run(a.docs, a.words, a.workers)
+    if r["counts"] != r["expected_counts"] or r["top"] != r["expected_top"]:
         raise SystemExit("WRONG: word counts differ from the serial count")
     print(f"word count over {a.docs} docs x {a.words} words  OK   {a.workers} workers")
-    print(f"  top words: {', '.join(f'{w}:{n}' for w, n in got_top[:5])} ...")
-    print(f"  serial {t_serial:.3f} s, taskgraph {t_par:.3f} s, speed-up {t_serial / t_par:.2f}x"
-          f"  ({3 * a.docs} tasks)")
+    print(f"  top words: {', '.join(f'{w}:{n}' for w, n in r['top'][:5])} ...")
+    print(f"  serial {r['serial_s']:.3f} s, taskgraph {r['taskgraph_s']:.3f} s, speed-up "
+          f"{r['speedup']:.2f}x  ({r['tasks']} tasks)")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The @task decorator and what calling a task does, outside a worker and in serial mode."""
 import functools
+import pickle
+import threading
 
 import pytest
 
@@ -88,8 +90,13 @@ def test_keys_are_readable_and_unique():
     assert len(keys) == 1000
     assert all(k.startswith("add-") for k in keys)
     n = nodes[0]
-    assert n.key == n.key  # stable once given
-    assert "add-" in repr(n)
+    first = n.key
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(n.key))  # asked again on another thread
+    t.start()
+    t.join()
+    assert seen == [first] and n.compute() == 0 and n.key == first  # fixed on first use
+    assert repr(n) == f"<Node {first} done>"
 
 
 def test_nodes_inside_containers_in_args_and_kwargs():
@@ -126,49 +133,35 @@ def test_compute_passes_plain_values_through():
     assert tg.compute(5) == 5
 
 
-def test_serial_mode_runs_at_once_in_the_calling_thread():
-    import threading
-    seen = []
-
-    @tg.task
-    def where(x):
-        seen.append(threading.current_thread())
-        return x * 2
-
-    with tg.serial():
-        n = where(4)
-        assert seen == [threading.current_thread()]
-        assert n.done() and n.result() == 8
-        assert tg.compute(where(n)) == 16
-
-
-def test_serial_mode_stores_the_exception_for_result():
-    @tg.task
-    def boom():
-        raise KeyError("k")
-
-    with tg.serial():
-        n = boom()
-        assert n.done()
-        with pytest.raises(KeyError) as ei:
-            n.result()
-    assert any("boom" in note for note in ei.value.__notes__)
-
-
-def test_serial_fork_join_gives_the_same_answer():
-    @tg.task
-    def fib(n):
-        if n < 2:
-            return n
-        a, b = fib(n - 1), fib(n - 2)
-        return a.result() + b.result()
-
-    with tg.serial():
-        assert fib(15).result() == 610
-    assert fib(15).result() == 610
-
-
 def test_nodes_cannot_be_pickled():
     import pickle
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(add(1, 2))
+
+
+@tg.task
+def module_level(x):
+    return x * 2
+
+
+def test_tasks_pickle_by_reference_or_by_value():
+    import cloudpickle
+
+    # A decorated module-level function: by reference (the function itself is hidden).
+    back = pickle.loads(pickle.dumps(module_level))
+    assert back is module_level
+    # Lambdas, closures, partials: by value, through cloudpickle; they keep working.
+    k = 5
+    for t, arg, want in [(tg.task(lambda x: x + k), 1, 6),
+                         (tg.task(functools.partial(pow, 2), name="pow2"), 5, 32)]:
+        t2 = cloudpickle.loads(cloudpickle.dumps(t))
+        assert isinstance(t2, tg.Task) and t2.name == t.name
+        assert t2(arg).compute(workers=1) == want
+
+
+def test_task_attributes_are_read_only_and_wrapped():
+    assert module_level.__wrapped__.__name__ == "module_level"
+    assert module_level.__doc__ is None and module_level.__name__ == "module_level"
+    with pytest.raises(AttributeError):
+        module_level.fn = print
+

@@ -214,3 +214,52 @@ def test_progress_bar_counts_tasks(capfd):
     assert out == tuple(range(100))
     err = capfd.readouterr().err
     assert "100/100" in err
+
+
+def test_traces_opening_and_closing_while_tasks_run():
+    """A trace closing while workers record never loses the workers or the compute: each
+    closed trace holds complete records only (a task is recorded by the trace that was open
+    when it started, if that trace is still open when it ends)."""
+    import threading
+
+    stop = threading.Event()
+    done = []
+    with tg.Scheduler(workers=2) as s:
+        def work():
+            while not stop.is_set():
+                done.append(s.compute(fib(14, cutoff=4)))
+
+        th = threading.Thread(target=work)
+        th.start()
+        traces = []
+        for _ in range(200):
+            with tg.trace() as tr:
+                time.sleep(0.0005)
+            traces.append(tr)
+        stop.set()
+        th.join(60)
+        assert not th.is_alive()
+    assert done and set(done) == {377}
+    recs = [r for tr in traces for r in tr.records]
+    assert recs, "nothing was recorded"
+    assert all(r.name == "fib" and r.start <= r.end and r.state == "done" for r in recs)
+    assert len({r.key for r in recs}) == len(recs)  # no task recorded twice
+
+
+def test_records_of_spawned_and_lazy_tasks_name_their_parent_and_dependencies():
+    @tg.task
+    def leaf(i):
+        return i
+
+    @tg.task
+    def tree():
+        a, b = leaf(1), leaf(2)
+        return a.result() + b.result()
+
+    t, x = tree(), leaf(3)
+    with tg.trace() as tr:
+        assert tg.compute(t, x, workers=1) == (3, 3)
+    by = {r.key: r for r in tr.records}
+    kids = [r for r in tr.records if r.parent == t.key]
+    assert len(kids) == 2 and by[t.key].parent is None and by[x.key].parent is None
+    assert tr.meta.get("dropped", 0) == 0

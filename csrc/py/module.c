@@ -153,6 +153,11 @@ static PyObject *arm_fault(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *live_runs(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    return PyLong_FromLongLong(tg_live_runs());
+}
+
 static PyMethodDef methods[] = {
     {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Registers the exception classes and the Python functions the C code calls back."},
@@ -172,6 +177,7 @@ static PyMethodDef methods[] = {
      "Attaches a recorder to every worker of every live engine (and of engines made later)."},
     {"trace_stop", tg_trace_stop, METH_NOARGS,
      "Detaches the recorders (waiting for any record being written) and returns them."},
+    {"_live_runs", live_runs, METH_NOARGS, "Run objects alive (tests only)."},
     {"_arm_fault", arm_fault, METH_VARARGS,
      "_arm_fault(site, n): the n-th occurrence of a fault site fails (tests only)."},
     {NULL, NULL, 0, NULL},

@@ -129,7 +129,7 @@ static int node_wait(NodeObject *n, double timeout, int has_timeout) {
     tg_tls *tls = &TG_TLS;
     Worker *W = tls->worker;
     int st = tg_task_state(&n->t);
-    int joinable = !tls->serial && W && W->current && (st == TG_NEW || n->owner == (void *)W->engine);
+    int joinable = !tls->serial && W && W->current && (st == TG_NEW || atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine);
     if (has_timeout && joinable) {
         PyObject *key = tg_node_key(n), *cur = key ? tg_node_key(W->current) : NULL;
         if (cur)

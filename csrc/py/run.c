@@ -5,6 +5,10 @@
 #include <errno.h>
 #include <time.h>
 
+static _Atomic int64_t live_runs; /* for the leak test: Run objects alive */
+
+int64_t tg_live_runs(void) { return atomic_load_explicit(&live_runs, memory_order_relaxed); }
+
 static PyObject *run_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *names[] = {"engine", NULL};
     PyObject *engine;
@@ -15,15 +19,37 @@ static PyObject *run_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     run->r.pool = run->engine->pool;
     pthread_mutex_init(&run->mu, NULL);
     pthread_cond_init(&run->cv, NULL);
+    atomic_fetch_add_explicit(&live_runs, 1, memory_order_relaxed); /* a count, read by tests */
     return (PyObject *)run;
 }
 
+/* GC support: a run holds its first error, whose traceback may hold the run (the frame of
+ * the compute that raised it): a cycle only the collector can break. */
+static int run_traverse(RunObject *run, visitproc visit, void *arg) {
+    Py_VISIT(run->error);
+    Py_VISIT(run->reason);
+    return 0;
+}
+
+static int run_clear(RunObject *run) {
+    PyObject *error, *reason;
+    pthread_mutex_lock(&run->mu);
+    error = run->error;
+    reason = run->reason;
+    run->error = run->reason = NULL;
+    pthread_mutex_unlock(&run->mu);
+    Py_XDECREF(error);
+    Py_XDECREF(reason);
+    return 0;
+}
+
 static void run_dealloc(RunObject *run) {
-    Py_CLEAR(run->error);
-    Py_CLEAR(run->reason);
+    PyObject_GC_UnTrack((PyObject *)run);
+    run_clear(run);
     Py_CLEAR(run->engine);
     pthread_mutex_destroy(&run->mu);
     pthread_cond_destroy(&run->cv);
+    atomic_fetch_sub_explicit(&live_runs, 1, memory_order_relaxed); /* see run_new */
     Py_TYPE(run)->tp_free((PyObject *)run);
 }
 
@@ -136,8 +162,10 @@ PyTypeObject TG_RunType = {
     .tp_name = "taskgraph._core.Run",
     .tp_basicsize = sizeof(RunObject),
     .tp_dealloc = (destructor)run_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Run(engine): one compute() call on an engine (private).",
+    .tp_traverse = (traverseproc)run_traverse,
+    .tp_clear = (inquiry)run_clear,
     .tp_methods = run_methods,
     .tp_getset = run_getset,
     .tp_new = run_new,

@@ -141,7 +141,7 @@ Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py
             continue;
         }
         Py_INCREF(n); /* the core's reference, until the node is finished */
-        n->owner = e;
+        atomic_store_explicit(&n->owner, e, memory_order_relaxed); /* see tgpy.h */
         if (parent) { /* submitted from inside a task: part of it (implicit sync) */
             n->parent = (NodeObject *)Py_NewRef((PyObject *)parent);
             n->sibling = parent->kids;

@@ -56,7 +56,9 @@ struct NodeObject {
      * the task (strong references through `sibling`). */
     NodeObject *kids;
     NodeObject *sibling;
-    const void *owner;   /* the engine that claimed it: compared, never dereferenced */
+    /* The engine that claimed it: compared, never dereferenced. Relaxed atomic: a reader that
+     * sees NULL for a node claimed a moment ago only waits the slower way (polling). */
+    _Atomic(const void *) owner;
     int32_t nkids;
     _Atomic uint8_t seen;    /* result()/exception() was called: its error has been observed */
     _Atomic uint8_t failing; /* its task failed and `value` holds the exception (release) */
@@ -123,6 +125,8 @@ struct RunObject {
 #define RUN_OF(run) ((RunObject *)((char *)(run) - offsetof(RunObject, r)))
 
 extern PyTypeObject TG_RunType;
+/* Run objects alive (the leak test reads it). */
+int64_t tg_live_runs(void);
 
 /* The run's last task finished (or its submitter let go last): wakes its waiters and drops
  * the engine's reference to it. Called once, by whoever took live to 0. */

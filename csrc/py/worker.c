@@ -311,11 +311,9 @@ static void execute(Worker *W, NodeObject *n) {
     push_frame(W);
     tg_rec_start rs;
     tg_rec_begin(W, &rs);
-    PyObject *res = NULL;
-    if (Py_EnterRecursiveCall(" while running a taskgraph task") == 0) {
-        res = call_task(n);
-        Py_LeaveRecursiveCall();
-    }
+    /* No recursion check of our own: every level of nested joins runs the task's Python
+     * frame, which CPython counts (and, from 3.12, the C entry into it too). */
+    PyObject *res = call_task(n);
     if (!res) set_failing(n, PyErr_GetRaisedException());
     if (n->kids) sync_kids(W, n, &res);
     W->current = prev;
@@ -375,7 +373,7 @@ int tg_spawn(Worker *W, NodeObject *n) {
         return tg_submit(W->engine, RUN_OF(parent->t.run), &one, 1, W) < 0 ? -1 : 0;
     }
     n->parent = (NodeObject *)Py_NewRef((PyObject *)parent);
-    n->owner = W->engine;
+    atomic_store_explicit(&n->owner, W->engine, memory_order_relaxed); /* see tgpy.h */
     add_kid(parent, n);
     Py_INCREF(n); /* the core's reference, until the node is finished */
     tg_push r;
@@ -456,11 +454,7 @@ int tg_run_inline(NodeObject *n) {
         finish(NULL, n, TG_CANCELLED);
         return 1;
     }
-    PyObject *res = NULL;
-    if (Py_EnterRecursiveCall(" while running a taskgraph task") == 0) {
-        res = call_task(n);
-        Py_LeaveRecursiveCall();
-    }
+    PyObject *res = call_task(n);
     int final = TG_DONE, reraise = 0;
     if (res) {
         n->value = res;

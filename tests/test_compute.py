@@ -1,0 +1,139 @@
+"""compute / gather / Scheduler.compute from outside the workers: values, failure semantics
+(original exception and traceback, dependents never run, fail fast), timeouts, Ctrl-C."""
+import _thread
+import threading
+import time
+import traceback
+
+import pytest
+
+import taskgraph as tg
+
+pytestmark = pytest.mark.timeout(120)
+
+# ---------------------------------------------------------------------- failures
+class Boom(Exception):
+    pass
+
+
+@tg.task
+def _fails(x):
+    raise Boom(f"bad {x}")  # the line the traceback must show
+
+
+@tg.task
+def _ok(x):
+    return x
+
+
+def test_failure_propagates_original_type_traceback_and_note(sched):
+    a = _fails(1)
+    b = _ok(a)
+    with pytest.raises(Boom, match="bad 1") as ei:
+        sched.compute(b)
+    tb = "".join(traceback.format_exception(ei.value))
+    assert "_fails" in tb and 'raise Boom(f"bad {x}")' in tb  # the user's frame and line
+    notes = ei.value.__notes__
+    assert any(a.key in n and "worker" in n for n in notes)
+    assert a.state == "failed"
+    assert b.state == "cancelled"  # the dependent never ran
+    with pytest.raises(tg.CancelledError, match=a.key):
+        b.result()
+    with pytest.raises(Boom):
+        a.result()
+    assert isinstance(a.exception(), Boom)
+    assert isinstance(b.exception(), tg.CancelledError)
+    # the scheduler is still usable
+    assert sched.compute(_ok(5)) == 5
+
+
+def test_dependents_of_a_failure_never_run(sched):
+    ran = []
+
+    @tg.task
+    def rec(x, *_):
+        ran.append(x)
+        return x
+
+    bad = _fails(0)
+    level1 = [rec(i, bad) for i in range(5)]
+    level2 = [rec(100 + i, level1[i]) for i in range(5)]
+    with pytest.raises(Boom):
+        sched.compute(*level2)
+    assert ran == []
+    states = [n.state for n in level1 + level2]
+    assert states == ["cancelled"] * 10, states
+
+
+def test_fail_fast_cancels_tasks_not_started(sched):
+    started = []
+
+    @tg.task
+    def slow(i):
+        started.append(i)
+        time.sleep(0.01)
+        return i
+
+    @tg.task
+    def early_fail():
+        raise Boom("early")
+
+    nodes = [early_fail()] + [slow(i) for i in range(300)]
+    t0 = time.monotonic()
+    with pytest.raises(Boom, match="early"):
+        sched.compute(*nodes)
+    assert time.monotonic() - t0 < 300 * 0.01  # did not run everything
+    assert len(started) < 300
+    cancelled = [n for n in nodes[1:] if n.state == "cancelled"]
+    assert len(cancelled) == 300 - len(started)
+    with pytest.raises(tg.CancelledError, match="early_fail"):
+        cancelled[0].result()
+    assert sched.compute(_ok(1)) == 1
+
+
+def test_result_timeout_raises_timeout_error_and_work_goes_on():
+    ev = threading.Event()
+
+    @tg.task
+    def waits():
+        ev.wait(10)
+        return "finished"
+
+    with tg.Scheduler(workers=2) as s:
+        n = waits()
+        with pytest.raises(TimeoutError):
+            s.compute(n, timeout=0.2)
+        with pytest.raises(TimeoutError):
+            n.result(timeout=0.1)
+        ev.set()
+        assert n.result(timeout=10) == "finished"
+
+
+# ---------------------------------------------------------------------- Ctrl-C
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="needs the main thread")
+def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
+    started = []
+
+    @tg.task
+    def slow(i):
+        started.append(i)
+        time.sleep(0.05)
+        return i
+
+    with tg.Scheduler(workers=2) as s:
+        nodes = [slow(i) for i in range(400)]  # 10 s of work on 2 workers
+        timer = threading.Timer(0.3, _thread.interrupt_main)
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            s.compute(*nodes)
+        elapsed = time.monotonic() - t0
+        timer.join()
+        assert elapsed < 0.3 + 1.0
+        time.sleep(0.2)  # let the two running tasks finish
+        assert len(started) < 50
+        assert sum(n.state == "cancelled" for n in nodes) >= 350
+        with pytest.raises(tg.CancelledError, match="KeyboardInterrupt"):
+            next(n for n in nodes if n.state == "cancelled").result()
+        assert s.compute(slow(-1)) == -1  # still usable

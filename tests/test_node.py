@@ -1,0 +1,210 @@
+"""Node: the C type's whole API (result, exception, done, key, name, state, dependencies,
+parent, compute), identity, pickling, arguments of result()."""
+import pickle
+import re
+import threading
+import time
+
+import pytest
+
+import taskgraph as tg
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@tg.task
+def add(a, b):
+    return a + b
+
+
+@tg.task
+def boom(msg):
+    raise ValueError(msg)
+
+
+def test_nodes_come_only_from_tasks():
+    with pytest.raises(TypeError):
+        tg.Node()
+    assert isinstance(add(1, 2), tg.Node)
+    assert not isinstance(add(1, 2), list)  # no internal slots to iterate
+
+
+def test_identity_equality_and_hashing():
+    a, b = add(1, 2), add(1, 2)
+    assert a == a and a != b and not (a == b)
+    assert len({a, b, a}) == 2
+    d = {a: "x"}
+    assert d[a] == "x" and b not in d
+
+
+def test_cannot_be_pickled_with_a_message_naming_it():
+    n = add(1, 2)
+    with pytest.raises(TypeError, match=re.escape(n.key) + ".*cannot be pickled; pass its value"):
+        pickle.dumps(n)
+
+
+def test_key_format_unique_and_stable_across_threads():
+    nodes = [add(i, i) for i in range(1000)]
+    keys = {}
+
+    def name_half(part):  # threads racing to name the same nodes must agree
+        keys[part] = [n.key for n in nodes]
+
+    ths = [threading.Thread(target=name_half, args=(i,)) for i in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert keys[0] == keys[1] == keys[2] == keys[3]
+    assert len(set(keys[0])) == 1000
+    assert all(re.fullmatch(r"add-\d+\.\d+", k) for k in keys[0])
+    # nodes named on other threads get other thread numbers
+    made = []
+    ths = [threading.Thread(target=lambda: made.append(add(0, 0).key)) for _ in range(8)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert len(set(made)) == 8
+
+
+def test_repr_name_and_states():
+    n = add(1, 2)
+    assert n.name == "add" and n.state == "new" and not n.done()
+    assert repr(n) == f"<Node {n.key} new>"
+    assert n.result() == 3 and n.state == "done" and n.done()
+    f = boom("x")
+    assert isinstance(f.exception(), ValueError) and f.state == "failed"
+    c = add(f, 1)  # its dependency failed in an earlier compute: it never runs
+    with pytest.raises(tg.CancelledError, match=re.escape(f.key) + " failed") as ei:
+        tg.compute(c)
+    assert isinstance(ei.value.__cause__, ValueError)
+    assert c.state == "cancelled" and isinstance(c.exception(), tg.CancelledError)
+
+
+@tg.task
+def pair(a, b):
+    return (a, b)
+
+
+def test_dependencies_are_dropped_once_finished():
+    x, y = add(1, 2), add(3, 4)
+    z = pair(x, [y, x])
+    assert z.dependencies == (x, y)  # unique, in order of first appearance
+    assert x.dependencies == ()
+    assert z.compute() == (3, [7, 3])
+    assert z.done() and z.dependencies == ()
+
+
+def test_parent_is_the_spawning_node():
+    seen = {}
+
+    @tg.task
+    def child():
+        return 1
+
+    @tg.task
+    def parent():
+        c = child()
+        seen["child"] = c
+        return c.result()
+
+    p = parent()
+    assert p.compute(workers=1) == 1
+    assert p.parent is None
+    assert seen["child"].parent is p
+
+
+def test_result_and_exception_arguments_are_checked():
+    n = add(1, 2)
+    n.result()
+    with pytest.raises(ValueError, match="timeout"):
+        add(1, 2).result(timeout=-1)
+    with pytest.raises(TypeError):
+        n.result(1, 2)
+    with pytest.raises(TypeError):
+        n.result(wait=1)
+    with pytest.raises(TypeError):
+        n.exception(timeout="soon")
+    assert n.result(timeout=None) == 3 and n.exception(timeout=0) is None
+
+
+def test_result_timeout_outside_a_worker_then_waits_again():
+    gate = threading.Event()
+
+    @tg.task
+    def slow():
+        gate.wait(10)
+        return "late"
+
+    with tg.Scheduler(workers=1) as s:
+        n = slow()
+        t = threading.Thread(target=lambda: s.compute(n))
+        t.start()
+        while n.state == "new":
+            time.sleep(0.001)
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match=re.escape(n.key)):
+            n.result(timeout=0.1)
+        assert 0.09 <= time.monotonic() - t0 < 2
+        gate.set()
+        assert n.result(timeout=10) == "late"
+        t.join()
+
+
+def test_compute_method_is_taskgraph_compute():
+    n = add(add(1, 1), 1)
+    assert n.compute(workers=2) == 3
+    with pytest.raises(TypeError):
+        n.compute(1)
+
+
+def test_gather_of_one_node_is_its_value():
+    n = add(20, 22)
+    assert tg.gather(n) == [42]
+    assert tg.gather([add(1, 1), add(2, 2)]) == [2, 4]
+
+
+def test_a_task_awaiting_its_ancestor_is_an_error_not_a_hang():
+    box = []
+
+    @tg.task
+    def grandchild():
+        return box[0].result()  # the root waits for us (implicit sync): would never end
+
+    @tg.task
+    def child():
+        return grandchild().result()
+
+    @tg.task
+    def root():
+        return child().result()
+
+    r = root()
+    box.append(r)
+    with pytest.raises(tg.TaskgraphError, match="one of the tasks that spawned it"):
+        r.compute(workers=2)
+
+
+def test_dependencies_read_while_the_node_runs_elsewhere():
+    # The property may be read from any thread while a worker drops the inputs.
+    stop = threading.Event()
+    nodes = []
+
+    def reader():
+        while not stop.is_set():
+            for n in list(nodes):
+                deps = n.dependencies
+                assert isinstance(deps, tuple) and len(deps) in (0, 2)
+
+    th = threading.Thread(target=reader)
+    th.start()
+    try:
+        with tg.Scheduler(workers=2) as s:
+            for _ in range(20):
+                base = [add(i, i) for i in range(50)]
+                nodes[:] = [add(base[i], base[i + 1]) for i in range(49)]
+                s.compute(nodes)
+    finally:
+        stop.set()
+        th.join()

@@ -1,0 +1,436 @@
+"""The worker loop and joins (csrc/py/worker.c): fork-join, stealing, implicit sync, errors
+of children, deep recursion, and errors injected at every depth of a chain of joins."""
+import random
+import sys
+import threading
+import time
+import traceback
+
+import pytest
+
+import taskgraph as tg
+
+pytestmark = pytest.mark.timeout(120)
+from helpers import fib, fib_serial, qsort, scaled
+from taskgraph._native import core
+
+# ---------------------------------------------------------------------- fork-join
+
+
+def test_fork_join_fib_matches_serial(sched):
+    assert sched.compute(fib(18)) == fib_serial(18)
+    assert sched.compute(fib(24, cutoff=12)) == fib_serial(24)
+
+
+def test_deep_recursion_on_one_worker_finishes():
+    with tg.Scheduler(workers=1) as s:
+        assert s.compute(fib(22)) == 17711
+        st = s.stats()
+        assert st[0]["tasks_run"] == 57313  # every fib call was a task: 2 * fib(23) - 1
+
+
+def test_fork_join_quicksort_matches_sorted(sched):
+    rnd = random.Random(5)
+    xs = [rnd.random() for _ in range(20_000)] + [0.5] * 100
+    assert sched.compute(qsort(xs, 256)) == sorted(xs)
+
+
+def test_two_workers_steal_in_fork_join():
+    with tg.Scheduler(workers=2) as s:
+        s.compute(fib(20))
+        st = s.stats()
+    assert sum(w["stolen"] for w in st) > 0
+    assert sum(w["tasks_run"] for w in st) == 21891  # fib(20) makes 21891 calls
+    assert {"worker", "tasks_run", "spawned", "stolen", "steal_attempts", "injected",
+            "parks"} <= set(st[0])
+
+
+def test_gather_inside_and_outside():
+    @tg.task
+    def sq(x):
+        return x * x
+
+    @tg.task
+    def sum_of_squares(n):
+        return sum(tg.gather([sq(i) for i in range(n)]))
+
+    assert tg.gather(sq(2), sq(3)) == [4, 9]
+    assert tg.gather([sq(4)]) == [16]
+    assert tg.gather([]) == []
+    assert tg.compute(sum_of_squares(50), workers=2) == sum(i * i for i in range(50))
+
+
+def test_dag_nodes_built_inside_a_task_with_dependencies(sched):
+    @tg.task
+    def add(a, b):
+        return a + b
+
+    @tg.task
+    def build(n):
+        x = add(1, 2)          # spawned
+        y = add(x, 10)         # spawned, waits for x through an edge
+        zs = [add(y, i) for i in range(n)]
+        return sum(z.result() for z in zs)
+
+    assert sched.compute(build(30)) == sum(13 + i for i in range(30))
+
+
+def test_lazy_node_from_outside_used_inside_a_task(sched):
+    @tg.task
+    def add(a, b):
+        return a + b
+
+    lazy = add(2, 3)
+
+    @tg.task
+    def use():
+        return lazy.result() * 2
+
+    assert sched.compute(use()) == 10
+    assert lazy.done()
+
+
+def test_nested_compute_inside_a_task(sched):
+    @tg.task
+    def add(a, b):
+        return a + b
+
+    @tg.task
+    def outer():
+        return tg.compute(add(1, 2), add(3, 4))
+
+    assert sched.compute(outer()) == (3, 7)
+
+
+def test_fire_and_forget_children_are_joined_implicitly(sched):
+    log = []
+
+    @tg.task
+    def child(i):
+        time.sleep(0.001)
+        log.append(i)
+
+    @tg.task
+    def parent():
+        for i in range(20):
+            child(i)  # never joined explicitly
+        return "parent done"
+
+    assert sched.compute(parent()) == "parent done"
+    assert sorted(log) == list(range(20))  # all finished before compute returned
+
+
+# ---------------------------------------------------------------------- failures
+class Boom(Exception):
+    pass
+
+
+@tg.task
+def _fails(x):
+    raise Boom(f"bad {x}")  # the line the traceback must show
+
+
+@tg.task
+def _ok(x):
+    return x
+
+
+def test_fork_join_child_error_raised_at_result_in_parent(sched):
+    @tg.task
+    def child(i):
+        if i == 3:
+            raise Boom("child 3")
+        return i
+
+    @tg.task
+    def parent_catches():
+        kids = [child(i) for i in range(6)]
+        out = []
+        for k in kids:
+            try:
+                out.append(k.result())
+            except Boom as e:
+                out.append(str(e))
+        return out
+
+    assert sched.compute(parent_catches()) == [0, 1, 2, "child 3", 4, 5]
+
+
+def test_uncaught_child_error_propagates_up_the_spawn_tree(sched):
+    @tg.task
+    def leaf(n):
+        if n == 0:
+            raise Boom("leaf")
+        return n
+
+    @tg.task
+    def mid(n):
+        return leaf(n).result() + 1
+
+    @tg.task
+    def top():
+        return mid(0).result() + 1
+
+    with pytest.raises(Boom, match="leaf") as ei:
+        sched.compute(top())
+    tb = "".join(traceback.format_exception(ei.value))
+    assert 'raise Boom("leaf")' in tb
+    assert sum("taskgraph: raised by task leaf-" in n for n in ei.value.__notes__) == 1
+
+
+def test_failed_parent_cancels_siblings_not_started():
+    ran = []
+
+    @tg.task
+    def sib(i):
+        ran.append(i)
+        time.sleep(0.002)
+
+    @tg.task
+    def parent():
+        for i in range(200):  # pushed on this worker's deque, never joined explicitly
+            sib(i)
+        raise Boom("parent")
+
+    with tg.Scheduler(workers=1) as s:
+        with pytest.raises(Boom, match="parent"):
+            s.compute(parent())
+    assert len(ran) < 200  # on one worker nobody could start them before the failure
+
+
+def test_unobserved_child_failure_fails_the_parent(sched):
+    @tg.task
+    def child():
+        raise Boom("nobody waited")
+
+    @tg.task
+    def parent():
+        child()
+        return 1
+
+    with pytest.raises(Boom, match="nobody waited"):
+        sched.compute(parent())
+
+
+def test_result_of_own_node_inside_its_task_is_an_error(sched):
+    box = []
+
+    @tg.task
+    def selfish():
+        return box[0].result()
+
+    n = selfish()
+    box.append(n)
+    with pytest.raises(tg.TaskgraphError, match="own node"):
+        sched.compute(n)
+
+
+def test_timeout_inside_a_task_is_a_clear_error(sched):
+    @tg.task
+    def inner():
+        return 1
+
+    @tg.task
+    def outer():
+        return inner().result(timeout=1)
+
+    with pytest.raises(tg.TaskgraphError, match="cannot time out"):
+        sched.compute(outer())
+
+
+def test_every_unobserved_child_failure_is_reported(sched):
+    @tg.task
+    def child(i):
+        if i % 2:
+            raise Boom(f"child {i}")
+        return i
+
+    @tg.task
+    def parent():
+        for i in range(6):
+            child(i)  # nobody looks at them
+        return "never"
+
+    with pytest.raises(Boom) as ei:
+        sched.compute(parent())
+    notes = "\n".join(ei.value.__notes__)
+    others = {f"child {i}" for i in (1, 3, 5)} - {str(ei.value)}
+    assert len(others) == 2  # the raised one, and a note for each of the other two
+    assert all(f"Boom: {o}" in notes and "fail, unobserved" in notes for o in others)
+
+
+# ---------------------------------------------------------------------- deep recursion
+@tg.task
+def chain(d):
+    """Each task spawns one child and joins it: recursion through the scheduler."""
+    if d == 0:
+        return 0
+    return chain(d - 1).result() + 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_chain_of_joins_as_deep_as_plain_recursion_completes(workers):
+    # 900 levels: what plain recursion allows under the default recursion limit (1000).
+    assert sys.getrecursionlimit() == 1000
+    with tg.Scheduler(workers=workers) as s:
+        assert s.compute(chain(900)) == 900
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_far_deeper_chain_raises_recursion_error_quickly(workers):
+    with tg.Scheduler(workers=workers) as s:
+        t0 = time.monotonic()
+        with pytest.raises(RecursionError):
+            s.compute(chain(50_000))
+        assert time.monotonic() - t0 < 10
+        assert s.compute(chain(50)) == 50  # usable afterwards
+    t0 = time.monotonic()
+    with pytest.raises(RecursionError):
+        chain(50_000).result()  # the same through result(), on the default scheduler
+    assert time.monotonic() - t0 < 10
+
+
+class Injected(Exception):
+    pass
+
+
+@tg.task
+def chain_failing_at(d, at):
+    if d == at:
+        raise Injected(d)
+    if d == 0:
+        return 0
+    return chain_failing_at(d - 1, at).result() + 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_error_at_any_depth_of_a_chain_of_joins_propagates(workers):
+    depth = 300
+    with tg.Scheduler(workers=workers) as s:
+        for at in range(0, depth + 1, scaled(3, 30)):
+            with pytest.raises(Injected) as ei:
+                s.compute(chain_failing_at(depth, at))
+            assert ei.value.args == (at,)
+        assert s.compute(chain(100)) == 100
+
+
+@pytest.mark.parametrize("site", ["FAULT_SPAWN", "FAULT_NODE_ALLOC"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_internal_failure_at_any_depth_of_a_join_never_hangs(site, workers):
+    """Out of memory (injected) while spawning at depth k: the chain fails with MemoryError,
+    every join returns, and the scheduler stays usable."""
+    fault = getattr(core, site)
+    with tg.Scheduler(workers=workers) as s:
+        for k in range(1, 200, scaled(7, 40)):
+            core._arm_fault(fault, k)
+            try:
+                with pytest.raises(MemoryError):
+                    s.compute(chain(250))
+            finally:
+                core._arm_fault(fault, 0)
+            assert s.compute(chain(30)) == 30
+
+
+def test_spawn_out_of_memory_fails_that_node_only():
+    @tg.task
+    def leaf(i):
+        return i
+
+    @tg.task
+    def parent():
+        kids = [leaf(i) for i in range(10)]
+        out = []
+        for k in kids:
+            try:
+                out.append(k.result())
+            except MemoryError:
+                out.append("oom")
+        return out
+
+    with tg.Scheduler(workers=1) as s:
+        core._arm_fault(core.FAULT_SPAWN, 4)  # the 4th spawn cannot be queued
+        try:
+            assert s.compute(parent()) == [0, 1, 2, "oom", 4, 5, 6, 7, 8, 9]
+        finally:
+            core._arm_fault(core.FAULT_SPAWN, 0)
+
+
+# ---------------------------------------------------------------------- several schedulers
+def test_joining_a_node_of_another_scheduler_inside_a_task_does_not_hang():
+    with tg.Scheduler(workers=1) as a, tg.Scheduler(workers=1) as b:
+        @tg.task
+        def slow(x):
+            time.sleep(0.05)
+            return x
+
+        @tg.task
+        def waits_for(n):
+            return n.result() + 1  # n runs on scheduler b
+
+        @tg.task
+        def gathers(n):
+            return tg.gather([n.node])[0] + 2  # same through gather/compute
+
+        nb = slow(40)
+        t = threading.Thread(target=b.compute, args=(nb,))
+        t.start()
+        while nb.state == "new":
+            time.sleep(0.001)
+        assert a.compute(waits_for(_ValueHolder(nb))) == 41
+        nb2 = slow(50)
+        t2 = threading.Thread(target=b.compute, args=(nb2,))
+        t2.start()
+        while nb2.state == "new":
+            time.sleep(0.001)
+        assert a.compute(gathers(_ValueHolder(nb2))) == 52
+        t.join()
+        t2.join()
+        # compute(scheduler=b) from inside a task of a
+        @tg.task
+        def on_other():
+            return tg.compute(slow(7), scheduler=b)
+
+        assert a.compute(on_other()) == 7
+
+
+class _ValueHolder:
+    """Hides a Node from the argument scan, so that the task receives the Node itself."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def __getattr__(self, name):
+        return getattr(self.node, name)
+
+
+def test_close_while_a_task_waits_in_a_join_ends_everything():
+    import threading as th
+    started = th.Event()
+
+    @tg.task
+    def sleeper():
+        started.set()
+        time.sleep(0.3)
+        return 1
+
+    @tg.task
+    def parent():
+        kids = [sleeper() for _ in range(20)]
+        return sum(k.result() for k in kids)
+
+    s = tg.Scheduler(workers=2)
+    errors = []
+
+    def run():
+        try:
+            s.compute(parent())
+        except BaseException as e:  # noqa: BLE001 - recorded for the assertion
+            errors.append(e)
+
+    t = th.Thread(target=run)
+    t.start()
+    started.wait(10)
+    s.close()
+    t.join(10)
+    assert not t.is_alive()
+    assert errors and isinstance(errors[0], (tg.CancelledError, tg.SchedulerClosedError))
