@@ -133,20 +133,6 @@ int tg_task_poisoned(const tg_task *t) {
     return atomic_load_explicit(&((tg_task *)t)->poisoned, memory_order_acquire);
 }
 
-uint64_t tg_task_set_id(tg_task *t, uint64_t id) {
-    uint64_t expect = 0;
-    /* acq_rel CAS: pairs with a racing namer's CAS; the loser reads the winner's number. */
-    if (atomic_compare_exchange_strong_explicit(&t->id, &expect, id, memory_order_acq_rel,
-                                                memory_order_acquire))
-        return id;
-    return expect;
-}
-
-uint64_t tg_task_id(const tg_task *t) {
-    /* Acquire: pairs with the CAS in tg_task_set_id (the number is all there is to see). */
-    return atomic_load_explicit(&((tg_task *)t)->id, memory_order_acquire);
-}
-
 void tg_run_hold(tg_run *r) {
     /* Relaxed: like the claim's increment, ordered before the matching decrement. */
     atomic_fetch_add_explicit(&r->live, 1, memory_order_relaxed);

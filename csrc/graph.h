@@ -63,7 +63,8 @@ typedef struct tg_task {
     tg_run *run;              /* set by the claim */
     struct tg_task *link;     /* for a list owned by whoever holds the task (pool.c's refused
                                * successors); never shared */
-    _Atomic uint64_t id;      /* number for the node's key, set once by tg_task_set_id */
+    uint64_t id;              /* number for the node's key: given by its owner when it is
+                               * made, before anyone else can see it; never changed */
 } tg_task;
 
 /* Results of tg_task_depend. */
@@ -101,11 +102,6 @@ void tg_task_cancel(tg_task *t, tg_poison why);
 int tg_task_poisoned(const tg_task *t);
 /* The state, read with acquire (pairs with the release store in tg_task_finish). */
 int tg_task_state(const tg_task *t);
-/* Gives the task its key number if it has none yet (CAS from 0); returns the number it ends up
- * with, so threads that race to name a node all agree. */
-uint64_t tg_task_set_id(tg_task *t, uint64_t id);
-/* The key number (0 if none yet). */
-uint64_t tg_task_id(const tg_task *t);
 /* A submitter holds its run open while it adds tasks, so that the run cannot end (live reach 0)
  * between two submissions. tg_run_release returns 1 if dropping the hold ended the run. */
 void tg_run_hold(tg_run *r);

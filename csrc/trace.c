@@ -2,13 +2,16 @@
 #define _POSIX_C_SOURCE 200809L
 #include "trace.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CHUNK 4096 /* records per chunk (256 KiB): appends never move a record */
+#define CHUNK 4096     /* records per chunk (256 KiB): appends never move a record */
+#define SPARE_MAX 64   /* chunks kept for the next trace (16 MiB): no fresh pages to fault in */
 
 _Static_assert(sizeof(tg_trace_rec) == 64, "tg_trace_rec must match tg_trace_rec_format()");
 
@@ -21,11 +24,35 @@ struct tg_tracebuf {
     int64_t nids, capids;
 };
 
+/* Chunks of freed buffers, reused by later ones: tracing the same workload again touches
+ * memory that is already mapped. Taken and given back once per 4096 records. */
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static tg_trace_rec *spare[SPARE_MAX];
+static int nspare;
+
+static tg_trace_rec *chunk_new(void) {
+    tg_trace_rec *c = NULL;
+    pthread_mutex_lock(&spare_mu);
+    if (nspare) c = spare[--nspare];
+    pthread_mutex_unlock(&spare_mu);
+    return c ? c : malloc(sizeof(tg_trace_rec) * CHUNK);
+}
+
+static void chunk_free(tg_trace_rec *c) {
+    pthread_mutex_lock(&spare_mu);
+    if (nspare < SPARE_MAX) {
+        spare[nspare++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&spare_mu);
+    free(c);
+}
+
 tg_tracebuf *tg_tracebuf_new(void) { return calloc(1, sizeof(tg_tracebuf)); }
 
 void tg_tracebuf_free(tg_tracebuf *b) {
     if (!b) return;
-    for (int64_t i = 0; i < b->nchunks; i++) free(b->chunks[i]);
+    for (int64_t i = 0; i < b->nchunks; i++) chunk_free(b->chunks[i]);
     free(b->chunks);
     free(b->ids);
     free(b);
@@ -41,7 +68,7 @@ tg_trace_rec *tg_tracebuf_append(tg_tracebuf *b) {
             b->chunks = nc;
             b->capchunks = cap;
         }
-        tg_trace_rec *c = malloc(sizeof(tg_trace_rec) * CHUNK);
+        tg_trace_rec *c = chunk_new();
         if (!c) { b->dropped++; return NULL; }
         b->chunks[b->nchunks++] = c;
     }
@@ -95,18 +122,62 @@ const char *tg_trace_rec_fields(void) {
     return "id parent start end own deps_off ndeps name error worker stolen state pad";
 }
 
-int64_t tg_clock_ns(void) {
+int tg_clock_uses_tsc;
+static int64_t origin_ticks, origin_ns;
+
+int64_t tg_clock_mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static _Atomic int64_t gc_ns;
-
-void tg_trace_gc_add(int64_t ns) {
-    /* Relaxed: a running total; a collection stops every thread, so the recorders read it
-     * before or after a collection, never during one. */
-    atomic_fetch_add_explicit(&gc_ns, ns, memory_order_relaxed);
+/* The TSC is used only where the kernel itself trusts it for timekeeping (its clocksource is
+ * "tsc", which it picks only for an invariant TSC synchronised across CPUs). */
+static int tsc_is_the_clocksource(void) {
+#if defined(__x86_64__)
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (!f) return 0;
+    char buf[32] = {0};
+    int ok = fgets(buf, sizeof buf, f) != NULL && strncmp(buf, "tsc", 3) == 0 &&
+             (buf[3] == '\n' || buf[3] == '\0');
+    fclose(f);
+    return ok;
+#else
+    return 0;
+#endif
 }
 
-int64_t tg_trace_gc_ns(void) { return atomic_load_explicit(&gc_ns, memory_order_relaxed); /* see above */ }
+void tg_clock_init(void) {
+    tg_clock_uses_tsc = tsc_is_the_clocksource();
+    tg_clock_pair(&origin_ticks, &origin_ns);
+}
+
+int tg_clock_tsc(void) { return tg_clock_uses_tsc; }
+
+void tg_clock_origin(int64_t *ticks, int64_t *ns) {
+    *ticks = origin_ticks;
+    *ns = origin_ns;
+}
+
+void tg_clock_pair(int64_t *ticks, int64_t *ns) {
+    /* ns read between two tick reads, paired with their midpoint. */
+    int64_t a = tg_clock_ticks(), n = tg_clock_mono_ns(), b = tg_clock_ticks();
+    *ticks = a + (b - a) / 2;
+    *ns = n;
+}
+
+static _Atomic int64_t gc_ticks; /* total */
+static int64_t gc_started;       /* written and read by the collecting thread only */
+
+void tg_trace_gc_phase(int starting) {
+    if (starting) {
+        gc_started = tg_clock_ticks();
+    } else if (gc_started) {
+        /* Relaxed: a running total; a collection stops every thread, so the recorders read
+         * it before or after a collection, never during one. */
+        atomic_fetch_add_explicit(&gc_ticks, tg_clock_ticks() - gc_started, memory_order_relaxed);
+        gc_started = 0;
+    }
+}
+
+int64_t tg_trace_gc_ticks(void) { return atomic_load_explicit(&gc_ticks, memory_order_relaxed); /* see above */ }

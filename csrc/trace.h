@@ -15,9 +15,9 @@
 typedef struct tg_trace_rec {
     uint64_t id;       /* the task's key number (tg_task.id) */
     uint64_t parent;   /* the key number of the task that spawned it, 0 if none */
-    int64_t start;     /* ns (tg_clock_ns) */
+    int64_t start;     /* ticks (tg_clock_ticks) */
     int64_t end;
-    int64_t own;       /* ns of its own work: end - start minus joins and collections */
+    int64_t own;       /* ticks of its own work: end - start minus joins and collections */
     uint32_t deps_off; /* its dependencies' key numbers: ids[deps_off .. deps_off + ndeps) */
     uint32_t ndeps;
     int32_t name;      /* index of the task name in the recorder's object table */
@@ -52,13 +52,31 @@ TG_API const char *tg_trace_rec_format(void);
 TG_API int tg_trace_rec_size(void);
 TG_API const char *tg_trace_rec_fields(void);
 
-/* The clock of the records: CLOCK_MONOTONIC in ns, the clock of time.perf_counter_ns() and
- * time.monotonic_ns() on Linux. */
-TG_API int64_t tg_clock_ns(void);
-/* Total ns spent in garbage collections while traces were open: added by the collecting
- * thread (taskgraph/trace.py's gc callback, through cffi), read by the recorders around each
- * task. Collections stop every thread, so no task starts or ends during one. */
-TG_API void tg_trace_gc_add(int64_t ns);
-TG_API int64_t tg_trace_gc_ns(void);
+/* The clock of the records, in ticks: rdtsc on x86-64 when the kernel itself keeps time with
+ * an invariant TSC (about 8 ns to read), else CLOCK_MONOTONIC in ns (about 23 ns through the
+ * vDSO). Ticks become ns when a trace is read: tg_clock_origin gives the (ticks, ns) pair
+ * taken when the extension was loaded and tg_clock_pair a fresh one; between the two,
+ * ns = ns0 + (ticks - ticks0) * (ns1 - ns0) / (ticks1 - ticks0). The ns are those of
+ * time.monotonic_ns() and time.perf_counter_ns() on Linux. */
+extern int tg_clock_uses_tsc; /* set once by tg_clock_init, before any worker starts */
+TG_API int64_t tg_clock_mono_ns(void);
+static inline int64_t tg_clock_ticks(void) {
+#if defined(__x86_64__)
+    if (tg_clock_uses_tsc) return (int64_t)__builtin_ia32_rdtsc();
+#endif
+    return tg_clock_mono_ns();
+}
+/* Decides the tick source and takes the origin pair (the extension calls it once, at load). */
+void tg_clock_init(void);
+TG_API int tg_clock_tsc(void);
+TG_API void tg_clock_origin(int64_t *ticks, int64_t *ns);
+TG_API void tg_clock_pair(int64_t *ticks, int64_t *ns);
+
+/* Garbage collections while traces are open, in ticks: taskgraph/trace.py's gc callback
+ * calls tg_trace_gc_phase(1) when a collection starts and (0) when it ends; the recorders
+ * read the running total around each task. Collections stop every thread (and take the GIL
+ * on GIL builds), so no task starts or ends during one. */
+TG_API void tg_trace_gc_phase(int starting);
+int64_t tg_trace_gc_ticks(void);
 
 #endif

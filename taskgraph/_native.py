@@ -75,9 +75,11 @@ void tg_tracebuf_copy_ids(const tg_tracebuf *b, uint64_t *dst);
 const char *tg_trace_rec_format(void);
 int tg_trace_rec_size(void);
 const char *tg_trace_rec_fields(void);
-int64_t tg_clock_ns(void);
-void tg_trace_gc_add(int64_t ns);
-int64_t tg_trace_gc_ns(void);
+int64_t tg_clock_mono_ns(void);
+int tg_clock_tsc(void);
+void tg_clock_origin(int64_t *ticks, int64_t *ns);
+void tg_clock_pair(int64_t *ticks, int64_t *ns);
+void tg_trace_gc_phase(int starting);
 
 const char *tg_state_name(int state);
 """
@@ -102,7 +104,7 @@ def _warm_up() -> None:
     for name in dir(lib):
         getattr(lib, name)
     for t in ("tg_pool *", "tg_deque *", "tg_tracebuf *", "uint64_t *", "int64_t[]", "char[]",
-              "uintptr_t", "uint64_t[]"):
+              "uintptr_t", "uint64_t[]", "int64_t *"):
         ffi.typeof(t)
     p = lib.tg_pool_new(1)
     stats = ffi.new("int64_t[]", core.NSTATS)
@@ -126,8 +128,10 @@ def _warm_up() -> None:
     lib.tg_tracebuf_count(b), lib.tg_tracebuf_nids(b), lib.tg_tracebuf_dropped(b)
     lib.tg_tracebuf_free(b)
     ffi.string(lib.tg_trace_rec_format()), ffi.string(lib.tg_trace_rec_fields())
-    lib.tg_trace_rec_size(), lib.tg_clock_ns(), lib.tg_trace_gc_ns()
-    lib.tg_trace_gc_add(0)
+    lib.tg_trace_rec_size(), lib.tg_clock_mono_ns(), lib.tg_clock_tsc()
+    a, b = ffi.new("int64_t *"), ffi.new("int64_t *")
+    lib.tg_clock_origin(a, b)
+    lib.tg_clock_pair(a, b)
     ffi.string(lib.tg_state_name(0))
     int(ffi.cast("uintptr_t", ffi.NULL))
 

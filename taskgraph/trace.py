@@ -30,7 +30,6 @@ __all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace", "write_trace_file
 
 FORMAT = "taskgraph-trace"
 VERSION = 1
-_perf_ns = time.perf_counter_ns
 
 
 class TraceFormatError(ValueError):
@@ -68,17 +67,27 @@ _FIELDS = ("key", "name", "worker", "scheduler", "start", "end", "own", "parent"
            "stolen", "state", "error_type", "error")
 
 
-_gc_start = [0]
-
-
 def _gc_callback(phase, info):
-    """Adds each collection's duration to the C total the recorders read (a collection stops
-    every thread, so no task starts or ends during one)."""
-    if phase == "start":
-        _gc_start[0] = _perf_ns()
-    elif _gc_start[0]:
-        lib.tg_trace_gc_add(_perf_ns() - _gc_start[0])
-        _gc_start[0] = 0
+    """Times each collection in C (a collection stops every thread, so no task starts or ends
+    during one): the recorders subtract it from the tasks' own time."""
+    lib.tg_trace_gc_phase(phase == "start")
+
+
+def _clock_pair(fn):
+    t, n = ffi.new("int64_t *"), ffi.new("int64_t *")
+    fn(t, n)
+    return t[0], n[0]
+
+
+def _ticks_to_ns():
+    """The map from the records' ticks to ns (csrc/trace.h): a line through the pair taken
+    when the extension was loaded and one taken now; the identity when ticks are ns."""
+    t0, n0 = _clock_pair(lib.tg_clock_origin)
+    if not lib.tg_clock_tsc():
+        return lambda t: t, 1.0
+    t1, n1 = _clock_pair(lib.tg_clock_pair)
+    scale = (n1 - n0) / (t1 - t0) if t1 > t0 else 1.0
+    return (lambda t: n0 + round((t - t0) * scale)), scale
 
 
 _REC = struct.Struct(ffi.string(lib.tg_trace_rec_format()).decode())
@@ -119,6 +128,7 @@ class Trace:
         self._records: list[TaskRecord] | None = list(records or [])
         self.meta = dict(meta or {})
         self._raw = None        # the workers' recorders, read into records on first use
+        self._clock = None      # (ticks -> ns, ns per tick) for the raw records
         self._analysis = None
         self._open = False
 
@@ -142,6 +152,7 @@ class Trace:
         except ValueError:  # pragma: no cover - removed by someone else
             pass
         self._raw = core.trace_stop()  # waits for any record being written
+        self._clock = _ticks_to_ns()
         self._open = False
         self._records = None  # built on first use: closing the block stays cheap
         self.meta.setdefault("created", time.time())
@@ -156,14 +167,17 @@ class Trace:
                 ids[row[_I["id"]]] = objects[row[_I["name"]]]
         out = []
         dropped = 0
+        to_ns, scale = self._clock
         for rec, (rows, objects, dep_ids, lost) in raw:
             dropped += lost
             for (i, parent, t0, t1, own, doff, nd, name, err, worker, stolen, state, _) in rows:
                 et, em = objects[err] if err >= 0 else (None, None)
                 nm = objects[name]
+                start = to_ns(t0)
+                end = max(start, to_ns(t1))
                 out.append(TaskRecord(
                     key=_key(nm, i), name=nm, worker=worker, scheduler=rec.scheduler,
-                    start=t0, end=t1, own=own,
+                    start=start, end=end, own=min(round(own * scale), end - start),
                     parent=_key(ids.get(parent, "?"), parent) if parent else None,
                     deps=[_key(ids.get(d, "?"), d) for d in dep_ids[doff:doff + nd]],
                     stolen=bool(stolen), state=_STATES[state], error_type=et, error=em))

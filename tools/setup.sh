@@ -97,7 +97,7 @@ stamp_of() { cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/csrc/*.[ch] "$R
 install_into() {  # $1 = venv, $2 = cffi requirement, $3 = extras
   local v=$1 pip="$1/bin/python -m pip --disable-pip-version-check -q"
   $pip install --upgrade pip >"$v/install.log" 2>&1 || true
-  $pip install "$2" setuptools wheel >"$v/install.log" 2>&1 || die "pip could not install $2 into $v"
+  $pip install "$2" "setuptools>=77" wheel >"$v/install.log" 2>&1 || die "pip could not install $2 into $v"
   # --no-build-isolation: no download of build tools; cffi (runtime only) is the one chosen
   # above (cffi 2 refuses 3.13t).
   $pip install --no-build-isolation -e "$ROOT[$3]" >"$v/install.log" 2>&1 || { cat "$v/install.log" >&2; die "installing taskgraph into $v failed"; }

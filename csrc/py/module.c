@@ -197,6 +197,7 @@ static int add_steal(PyObject *m, const char *name, PyObject *obj) {
 }
 
 static int exec_module(PyObject *m) {
+    tg_clock_init();
     PyTypeObject *types[] = {&TG_TaskType, &TG_NodeType, &TG_RunType, &TG_EngineType,
                              &TG_RecorderType};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

@@ -36,17 +36,13 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, siz
     n->kwnames = nkw ? Py_NewRef(kwnames) : NULL;
     n->deps = deps;
     n->name = Py_NewRef(name);
+    n->t.id = tg_next_node_id();
     PyObject_GC_Track((PyObject *)n);
     return n;
 }
 
-uint64_t tg_node_id(NodeObject *n) {
-    uint64_t id = tg_task_id(&n->t);
-    return id ? id : tg_task_set_id(&n->t, tg_next_node_id());
-}
-
 PyObject *tg_node_key(NodeObject *n) {
-    uint64_t id = tg_node_id(n);
+    uint64_t id = n->t.id;
     return PyUnicode_FromFormat("%U-%llu.%llu", n->name, (unsigned long long)(id >> 40),
                                 (unsigned long long)(id & 0xFFFFFFFFFFULL));
 }
@@ -258,8 +254,8 @@ static PyObject *get_dependencies(NodeObject *n, void *c) {
 
 static PyGetSetDef node_getset[] = {
     {"key", (getter)get_key, NULL,
-     "Readable, process-unique name: the task's name, the number of the thread that first "
-     "asked, and that thread's counter, e.g. 'fib-3.1041'. Fixed on first use.", NULL},
+     "Readable, process-unique name: the task's name, the number of the thread that made the "
+     "node, and that thread's counter, e.g. 'fib-3.1041'.", NULL},
     {"name", (getter)get_name, NULL, "The task's name.", NULL},
     {"state", (getter)get_state, NULL,
      "One of new, pending, ready, running, done, failed, cancelled.", NULL},

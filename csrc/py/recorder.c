@@ -19,8 +19,6 @@
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
 static PyObject *session;         /* list of the open trace's recorders, or NULL (trace_mu) */
 static EngineObject *live_engines; /* engines whose workers may run (trace_mu) */
-/* Key-number prefixes of recorders: apart from the thread numbers of tg_next_node_id. */
-static _Atomic uint64_t recorder_numbers = 1 << 20;
 
 static RecorderObject *recorder_new(int sched_no, int worker) {
     RecorderObject *r = PyObject_New(RecorderObject, &TG_RecorderType);
@@ -32,9 +30,6 @@ static RecorderObject *recorder_new(int sched_no, int worker) {
     r->cap = r->used = 0;
     r->last_name = NULL;
     r->last_index = -1;
-    /* Relaxed: unique numbers are all that is needed. */
-    r->prefix = atomic_fetch_add_explicit(&recorder_numbers, 1, memory_order_relaxed) << 40;
-    r->seq = 0;
     r->sched_no = sched_no;
     r->worker = worker;
     if (!r->buf || !r->objects) {
@@ -134,14 +129,8 @@ PyObject *tg_trace_stop(PyObject *mod, PyObject *unused) {
 
 /* ---------------------------------------------------------------- writing a record */
 
-static uint64_t id_for(RecorderObject *r, NodeObject *n) {
-    uint64_t id = tg_task_id(&n->t);
-    return id ? id : tg_task_set_id(&n->t, r->prefix | ++r->seq);
-}
-
 /* Index of obj in r's object table, appending it the first time (by identity). */
-static int32_t index_of(RecorderObject *r, PyObject *obj) {
-    if (obj == r->last_name) return r->last_index;
+static int32_t index_of_slow(RecorderObject *r, PyObject *obj) {
     if (r->used * 2 >= r->cap) { /* grow the open-addressing table */
         int64_t cap = r->cap ? r->cap * 2 : 64;
         PyObject **nk = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
@@ -183,7 +172,12 @@ static int32_t index_of(RecorderObject *r, PyObject *obj) {
     return r->last_index;
 }
 
-/* (type name, message) of an exception, or NULL (no error raised). */
+static inline int32_t index_of(RecorderObject *r, PyObject *obj) {
+    return obj == r->last_name ? r->last_index : index_of_slow(r, obj);
+}
+
+/* (type name, message) of an exception, or NULL (no error raised). Called with no error
+ * set (the runner has taken the task's exception into its node). */
 static PyObject *error_pair(PyObject *exc) {
     PyObject *msg = PyObject_Str(exc);
     if (!msg) {
@@ -197,19 +191,24 @@ static PyObject *error_pair(PyObject *exc) {
 
 void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, const tg_frame *f) {
     RecorderObject *rec = s->rec;
-    int64_t t1 = tg_clock_ns(), g1 = tg_trace_gc_ns();
+    int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();
+    int below = W->nframes - 1; /* the task we ran nested in (inside its join), if any */
+    if (below >= 0 && below < W->capframes && W->frames[below].traced) {
+        W->frames[below].join += t1 - s->t0;
+        W->frames[below].join_gc += g1 - s->g0;
+    }
+    if (!rec) return;
     /* Own time: minus the joins (and the collections inside them), minus the collections
      * outside joins. */
     int64_t own = t1 - s->t0 - (f->join + (g1 - s->g0) - f->join_gc);
     PyObject *err = final == TG_DONE ? NULL : error_pair(n->value); /* before the hazard */
-    PyObject *exc = PyErr_GetRaisedException(); /* keep whatever the caller had raised */
     /* seq_cst: the writer's half of the hazard protocol (see the top of this file). */
     atomic_store_explicit(&W->rec_busy, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&W->rec, memory_order_seq_cst) == rec) {
         tg_trace_rec *r = tg_tracebuf_append(rec->buf);
         if (r) {
-            r->id = id_for(rec, n);
-            r->parent = n->parent ? id_for(rec, n->parent) : 0;
+            r->id = n->t.id;
+            r->parent = n->parent ? n->parent->t.id : 0;
             r->start = s->t0;
             r->end = t1;
             r->own = own > 0 ? own : 0;
@@ -222,7 +221,7 @@ void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, cons
             uint64_t small[16], *ids = nd <= 16 ? small : PyMem_Malloc(sizeof(uint64_t) * (size_t)nd);
             if (ids) {
                 for (Py_ssize_t i = 0; i < nd; i++)
-                    ids[i] = id_for(rec, (NodeObject *)PyTuple_GET_ITEM(n->deps, i));
+                    ids[i] = ((NodeObject *)PyTuple_GET_ITEM(n->deps, i))->t.id;
                 if (nd && tg_tracebuf_add_ids(rec->buf, ids, (uint32_t)nd, &r->deps_off) == 0)
                     r->ndeps = (uint32_t)nd;
                 if (ids != small) PyMem_Free(ids);
@@ -231,7 +230,6 @@ void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, cons
     }
     /* Release: the closer's seq_cst load that sees 0 also sees the record. */
     atomic_store_explicit(&W->rec_busy, 0, memory_order_release);
-    PyErr_SetRaisedException(exc);
     Py_XDECREF(err);
 }
 

@@ -73,9 +73,9 @@ extern PyTypeObject TG_NodeType;
 /* A new NEW node for fn(*args, **kw) given in vectorcall form; scans the arguments. */
 NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, size_t nargsf,
                         PyObject *kwnames);
-/* Its key, e.g. "fib-3.1041" (the number is given on first use, settled by CAS). */
+/* Its key, e.g. "fib-3.1041": the task's name, the number of the thread that made the node
+ * and that thread's counter (given when the node is made). */
 PyObject *tg_node_key(NodeObject *n);
-uint64_t tg_node_id(NodeObject *n);
 /* The value (new reference) or NULL with the node's exception raised; marks it seen. The
  * node must have finished. */
 PyObject *tg_node_outcome(NodeObject *n);
@@ -136,9 +136,14 @@ void tg_run_ended(RunObject *run);
 void tg_run_cancel_with(RunObject *run, PyObject *reason, PyObject *error);
 
 /* ---------------------------------------------------------------- Engine (engine.c) */
+/* Own-time accounting while tracing: one frame per task running (nested) on a worker. The
+ * time a task spends inside its joins is the duration of the tasks that ran nested in them
+ * (each adds its duration to the frame below it when it ends) plus the time the worker was
+ * idle inside them (the idle hooks add it): no clock is read per join. */
 typedef struct {
-    int64_t join;     /* ns spent inside joins by the task in this frame */
-    int64_t join_gc;  /* collection ns inside those joins */
+    int64_t join;     /* ticks spent inside joins by the task in this frame */
+    int64_t join_gc;  /* collection ticks inside those joins */
+    int traced;       /* the task is being recorded (its joins are timed) */
 } tg_frame;
 
 struct tg_worker_state {
@@ -149,6 +154,7 @@ struct tg_worker_state {
     PyThreadState *saved;    /* while idle (detached from the interpreter) */
     tg_frame *frames;        /* one per task running (nested) on this thread */
     int nframes, capframes;
+    int64_t idle_t0, idle_g0; /* start of an idle period inside a traced task's join */
     /* Tracing: the open trace's recorder for this worker (set and cleared by
      * recorder.c under the module's trace lock) and the hazard flag a worker raises while it
      * writes a record (the closer waits for it to drop). */
@@ -210,8 +216,6 @@ struct RecorderObject {
     tg_tracebuf *buf;
     PyObject *objects;   /* list: names, and (type name, message) of errors; written by the
                           * worker while the trace is open, read after it closed */
-    uint64_t prefix;     /* key numbers given by this recorder: prefix | seq */
-    uint64_t seq;
     int sched_no, worker;
     PyObject *last_name; /* cache of the last name's index */
     int32_t last_index;
@@ -223,19 +227,26 @@ extern PyTypeObject TG_RecorderType;
 
 typedef struct {
     RecorderObject *rec; /* the recorder when the task started, or NULL */
+    int timed;           /* recorded, or nested in a recorded task (its time is a join's) */
     int64_t t0, g0;      /* its start, and the collection total then */
 } tg_rec_start;
 
+/* Called when a task starts, after its frame was pushed. */
 static inline void tg_rec_begin(Worker *W, tg_rec_start *s) {
     /* Acquire: pairs with the release store in recorder.c that attaches a recorder. */
     s->rec = atomic_load_explicit(&W->rec, memory_order_acquire);
-    if (s->rec) {
-        s->t0 = tg_clock_ns();
-        s->g0 = tg_trace_gc_ns();
+    int n = W->nframes;
+    s->timed = s->rec || (n > 1 && n <= W->capframes && W->frames[n - 2].traced);
+    if (n <= W->capframes) W->frames[n - 1].traced = s->rec != NULL;
+    if (s->timed) {
+        s->t0 = tg_clock_ticks();
+        s->g0 = tg_trace_gc_ticks();
     }
 }
-/* Records node n (finished with state final) if the trace that was open when it started is
- * still open. Never raises: a record that cannot be written is dropped and counted. */
+/* Called when a task finishes (finished with state final), after its frame was popped:
+ * adds its duration to the task it ran nested in, and records it if the trace that was open
+ * when it started is still open. Never raises: a record that cannot be written is dropped
+ * and counted. */
 void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, const tg_frame *f);
 /* trace_start() / trace_stop() of the module (see recorder.c). */
 PyObject *tg_trace_start(PyObject *mod, PyObject *unused);
@@ -268,7 +279,7 @@ typedef struct {
 
 extern _Thread_local tg_tls TG_TLS;
 
-/* A fresh key number for a node named on this thread. */
+/* A fresh key number for a node made on this thread: (thread number << 40) | counter. */
 uint64_t tg_next_node_id(void);
 
 /* Fault injection (tests only): the n-th occurrence of a site fails as if out of memory. */

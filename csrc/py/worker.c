@@ -8,8 +8,18 @@
  * that reference, and drops it after the finish. */
 #include "tgpy.h"
 
+/* The task running on W (innermost), if it is being traced: its joins are timed. */
+static inline tg_frame *traced_frame(Worker *W) {
+    int top = W->nframes - 1;
+    return top >= 0 && top < W->capframes && W->frames[top].traced ? &W->frames[top] : NULL;
+}
+
 static void idle_begin(void *ctx) {
     Worker *W = ctx;
+    if (traced_frame(W)) { /* idle inside a traced task's join: that is join time */
+        W->idle_t0 = tg_clock_ticks();
+        W->idle_g0 = tg_trace_gc_ticks();
+    }
     W->saved = PyEval_SaveThread(); /* nothing below touches Python objects */
 }
 
@@ -17,34 +27,35 @@ static void idle_end(void *ctx) {
     Worker *W = ctx;
     PyEval_RestoreThread(W->saved);
     W->saved = NULL;
+    tg_frame *f = traced_frame(W);
+    if (f) {
+        f->join += tg_clock_ticks() - W->idle_t0;
+        f->join_gc += tg_trace_gc_ticks() - W->idle_g0;
+    }
 }
 
 tg_idle_fn tg_idle_begin = idle_begin, tg_idle_end = idle_end;
 
 /* ---------------------------------------------------------------- frames (own-time accounting) */
 
-static tg_frame no_frame; /* used when the frame stack cannot grow (out of memory) */
-
-static tg_frame *push_frame(Worker *W) {
+/* Pushes a frame for a task starting on W. If the stack cannot grow (out of memory) the
+ * frame is counted but not stored: frames above capframes are never read. */
+static void push_frame(Worker *W) {
     if (W->nframes == W->capframes) {
         int cap = W->capframes ? W->capframes * 2 : 64;
         tg_frame *nf = PyMem_RawRealloc(W->frames, sizeof(tg_frame) * (size_t)cap);
-        if (!nf) {
-            W->nframes++; /* counted, not stored: pop stays balanced */
-            no_frame = (tg_frame){0, 0};
-            return &no_frame;
+        if (nf) {
+            W->frames = nf;
+            W->capframes = cap;
         }
-        W->frames = nf;
-        W->capframes = cap;
     }
-    tg_frame *f = &W->frames[W->nframes++];
-    f->join = f->join_gc = 0;
-    return f;
+    if (W->nframes < W->capframes) W->frames[W->nframes] = (tg_frame){0, 0, 0};
+    W->nframes++;
 }
 
 static tg_frame pop_frame(Worker *W) {
     W->nframes--;
-    return W->nframes < W->capframes ? W->frames[W->nframes] : no_frame;
+    return W->nframes < W->capframes ? W->frames[W->nframes] : (tg_frame){0, 0, 0};
 }
 
 /* ---------------------------------------------------------------- finishing */
@@ -223,24 +234,13 @@ static PyObject *call_task(NodeObject *n) {
 
 static tg_find wait_loop(Worker *W, NodeObject *awaited, int steal);
 
-/* Waits for n as a join (nested helping, counted in the join depth and the trace). */
+/* Waits for n as a join (nested helping, counted in the join depth). The time it takes is
+ * accounted by the tasks it runs and by its idle periods (see tg_frame). */
 static tg_find join_wait(Worker *W, NodeObject *n) {
-    /* Relaxed: only decides whether to take the time; the record itself is guarded. */
-    int timed = atomic_load_explicit(&W->rec, memory_order_relaxed) != NULL;
-    int64_t t0 = 0, g0 = 0;
-    if (timed) {
-        t0 = tg_clock_ns();
-        g0 = tg_trace_gc_ns();
-    }
     int steal = W->depth < W->engine->max_help_depth;
     W->depth++;
     tg_find r = wait_loop(W, n, steal);
     W->depth--;
-    if (timed && W->nframes > 0 && W->nframes <= W->capframes) {
-        tg_frame *f = &W->frames[W->nframes - 1]; /* the task running on this thread */
-        f->join += tg_clock_ns() - t0;
-        f->join_gc += tg_trace_gc_ns() - g0;
-    }
     return r;
 }
 
@@ -326,7 +326,7 @@ static void execute(Worker *W, NodeObject *n) {
         if (!n->parent) fail_run(n);
     }
     tg_frame f = pop_frame(W);
-    if (rs.rec) tg_rec_end(W, &rs, n, final, &f);
+    if (rs.timed) tg_rec_end(W, &rs, n, final, &f);
     tg_node_drop_inputs(n);
     finish(W, n, final);
     Py_DECREF(n); /* the core's reference */
@@ -334,13 +334,12 @@ static void execute(Worker *W, NodeObject *n) {
 
 /* Finishes node n, handed to W with skip set, as cancelled. */
 static void skip(Worker *W, NodeObject *n) {
+    push_frame(W);
     tg_rec_start rs;
     tg_rec_begin(W, &rs);
     n->value = cancel_error(n);
-    if (rs.rec) {
-        tg_frame f = {0, 0};
-        tg_rec_end(W, &rs, n, TG_CANCELLED, &f);
-    }
+    tg_frame f = pop_frame(W);
+    if (rs.timed) tg_rec_end(W, &rs, n, TG_CANCELLED, &f);
     tg_node_drop_inputs(n);
     finish(W, n, TG_CANCELLED);
     Py_DECREF(n); /* the core's reference */
