@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from taskgraph._native import ffi, lib, gil_enabled
+from taskgraph._native import core, ffi, gil_enabled, lib
 
 
 def push_pop_c(n):
@@ -44,7 +44,7 @@ def push_steal_c(n):
 
     def thief():
         out = ffi.new("uint64_t *")
-        steal, ok = lib.tg_deque_steal, lib.TG_OK
+        steal, ok = lib.tg_deque_steal, core.STEAL_OK
         k = 0
         while k < n:
             if steal(d, out) == ok:

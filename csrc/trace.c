@@ -16,9 +16,9 @@
 _Static_assert(sizeof(tg_trace_rec) == 64, "tg_trace_rec must match tg_trace_rec_format()");
 
 struct tg_tracebuf {
+    tg_tracebuf_head head;   /* first: tg_tracebuf_append reads it through a cast */
     tg_trace_rec **chunks;
     int64_t nchunks, capchunks;
-    int64_t count;   /* records appended */
     int64_t dropped; /* records lost to out-of-memory */
     uint64_t *ids;
     int64_t nids, capids;
@@ -58,24 +58,26 @@ void tg_tracebuf_free(tg_tracebuf *b) {
     free(b);
 }
 
-tg_trace_rec *tg_tracebuf_append(tg_tracebuf *b) {
-    int64_t i = b->count % CHUNK;
-    if (i == 0 && b->count / CHUNK == b->nchunks) { /* the last chunk is full (or none yet) */
-        if (b->nchunks == b->capchunks) {
-            int64_t cap = b->capchunks ? b->capchunks * 2 : 16;
-            tg_trace_rec **nc = realloc(b->chunks, sizeof(*nc) * (size_t)cap);
-            if (!nc) { b->dropped++; return NULL; }
-            b->chunks = nc;
-            b->capchunks = cap;
-        }
-        tg_trace_rec *c = chunk_new();
-        if (!c) { b->dropped++; return NULL; }
-        b->chunks[b->nchunks++] = c;
+/* Records appended: the full chunks and the used part of the current one. */
+static int64_t count_of(const tg_tracebuf *b) {
+    if (!b->nchunks) return 0;
+    return (b->nchunks - 1) * CHUNK + (b->head.next - b->chunks[b->nchunks - 1]);
+}
+
+tg_trace_rec *tg_tracebuf_append_slow(tg_tracebuf *b) {
+    if (b->nchunks == b->capchunks) {
+        int64_t cap = b->capchunks ? b->capchunks * 2 : 16;
+        tg_trace_rec **nc = realloc(b->chunks, sizeof(*nc) * (size_t)cap);
+        if (!nc) { b->dropped++; return NULL; }
+        b->chunks = nc;
+        b->capchunks = cap;
     }
-    tg_trace_rec *r = &b->chunks[b->count / CHUNK][i];
-    memset(r, 0, sizeof *r);
-    b->count++;
-    return r;
+    tg_trace_rec *c = chunk_new();
+    if (!c) { b->dropped++; return NULL; }
+    b->chunks[b->nchunks++] = c;
+    b->head.next = c + 1;
+    b->head.end = c + CHUNK;
+    return c;
 }
 
 int tg_tracebuf_add_ids(tg_tracebuf *b, const uint64_t *ids, uint32_t n, uint32_t *off) {
@@ -94,13 +96,14 @@ int tg_tracebuf_add_ids(tg_tracebuf *b, const uint64_t *ids, uint32_t n, uint32_
     return 0;
 }
 
-int64_t tg_tracebuf_count(const tg_tracebuf *b) { return b->count; }
+int64_t tg_tracebuf_count(const tg_tracebuf *b) { return count_of(b); }
 int64_t tg_tracebuf_dropped(const tg_tracebuf *b) { return b->dropped; }
 int64_t tg_tracebuf_nids(const tg_tracebuf *b) { return b->nids; }
 
 int64_t tg_tracebuf_copy(const tg_tracebuf *b, int64_t first, int64_t n, void *dst) {
-    if (first < 0 || first >= b->count || n <= 0) return 0;
-    if (first + n > b->count) n = b->count - first;
+    int64_t count = count_of(b);
+    if (first < 0 || first >= count || n <= 0) return 0;
+    if (first + n > count) n = count - first;
     char *out = dst;
     for (int64_t k = first; k < first + n;) {
         int64_t i = k % CHUNK, take = CHUNK - i;
@@ -166,7 +169,7 @@ void tg_clock_pair(int64_t *ticks, int64_t *ns) {
     *ns = n;
 }
 
-static _Atomic int64_t gc_ticks; /* total */
+_Atomic int64_t tg_gc_ticks_total; /* read inline by tg_trace_gc_ticks (trace.h) */
 static int64_t gc_started;       /* written and read by the collecting thread only */
 
 void tg_trace_gc_phase(int starting) {
@@ -175,9 +178,7 @@ void tg_trace_gc_phase(int starting) {
     } else if (gc_started) {
         /* Relaxed: a running total; a collection stops every thread, so the recorders read
          * it before or after a collection, never during one. */
-        atomic_fetch_add_explicit(&gc_ticks, tg_clock_ticks() - gc_started, memory_order_relaxed);
+        atomic_fetch_add_explicit(&tg_gc_ticks_total, tg_clock_ticks() - gc_started, memory_order_relaxed);
         gc_started = 0;
     }
 }
-
-int64_t tg_trace_gc_ticks(void) { return atomic_load_explicit(&gc_ticks, memory_order_relaxed); /* see above */ }

@@ -8,6 +8,7 @@
 #ifndef TG_TRACE_H
 #define TG_TRACE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "graph.h"
@@ -30,11 +31,21 @@ typedef struct tg_trace_rec {
 
 typedef struct tg_tracebuf tg_tracebuf;
 
+/* The part of a buffer the appending worker touches per record (the rest is in trace.c). */
+typedef struct {
+    tg_trace_rec *next, *end; /* free room in the current chunk */
+} tg_tracebuf_head;
+
 TG_API tg_tracebuf *tg_tracebuf_new(void);
 TG_API void tg_tracebuf_free(tg_tracebuf *b);
-/* A new zeroed record at the end, or NULL when out of memory (the record is then dropped
- * and counted in tg_tracebuf_dropped). Owner thread only. */
-tg_trace_rec *tg_tracebuf_append(tg_tracebuf *b);
+/* Room for a new record at the end (its fields are the caller's to fill, all of them), or
+ * NULL when out of memory (the record is then dropped and counted in tg_tracebuf_dropped).
+ * Owner thread only. */
+tg_trace_rec *tg_tracebuf_append_slow(tg_tracebuf *b);
+static inline tg_trace_rec *tg_tracebuf_append(tg_tracebuf *b) {
+    tg_tracebuf_head *h = (tg_tracebuf_head *)b; /* the head is the buffer's first member */
+    return h->next < h->end ? h->next++ : tg_tracebuf_append_slow(b);
+}
 /* Appends n key numbers to the id array and gives their offset: 0, or -1 when out of memory.
  * Owner thread only. */
 int tg_tracebuf_add_ids(tg_tracebuf *b, const uint64_t *ids, uint32_t n, uint32_t *off);
@@ -77,6 +88,11 @@ TG_API void tg_clock_pair(int64_t *ticks, int64_t *ns);
  * read the running total around each task. Collections stop every thread (and take the GIL
  * on GIL builds), so no task starts or ends during one. */
 TG_API void tg_trace_gc_phase(int starting);
-int64_t tg_trace_gc_ticks(void);
+extern _Atomic int64_t tg_gc_ticks_total;
+static inline int64_t tg_trace_gc_ticks(void) {
+    /* Relaxed: a running total; a collection stops every thread, so the recorders read it
+     * before or after a collection, never during one. */
+    return atomic_load_explicit(&tg_gc_ticks_total, memory_order_relaxed);
+}
 
 #endif

@@ -11,27 +11,20 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, siz
     }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *tup = PyTuple_New(nargs + nkw);
-    if (!tup) return NULL;
+    Py_ssize_t total = nargs + nkw;
     PyObject *deps = NULL;
-    if (nargs + nkw) {
-        PyObject **items = &PyTuple_GET_ITEM(tup, 0);
-        for (Py_ssize_t i = 0; i < nargs + nkw; i++) items[i] = Py_NewRef(args[i]);
-        deps = tg_scan(items, nargs + nkw, name);
-        if (!deps && PyErr_Occurred()) {
-            Py_DECREF(tup);
-            return NULL;
-        }
+    if (total) {
+        deps = tg_scan(args, total, name);
+        if (!deps && PyErr_Occurred()) return NULL;
     }
-    NodeObject *n = PyObject_GC_New(NodeObject, &TG_NodeType);
+    NodeObject *n = PyObject_GC_NewVar(NodeObject, &TG_NodeType, total);
     if (!n) {
-        Py_DECREF(tup);
         Py_XDECREF(deps);
         return NULL;
     }
-    memset(&n->t, 0, sizeof(NodeObject) - offsetof(NodeObject, t));
+    memset(&n->t, 0, offsetof(NodeObject, args) - offsetof(NodeObject, t));
+    for (Py_ssize_t i = 0; i < total; i++) n->args[i] = Py_NewRef(args[i]);
     n->fn = Py_NewRef(fn);
-    n->args = tup;
     n->nargs = nargs;
     n->kwnames = nkw ? Py_NewRef(kwnames) : NULL;
     n->deps = deps;
@@ -55,8 +48,12 @@ PyObject *tg_node_outcome(NodeObject *n) {
     return NULL;
 }
 
+static void clear_args(NodeObject *n) {
+    for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) Py_CLEAR(n->args[i]);
+}
+
 void tg_node_drop_inputs(NodeObject *n) {
-    Py_CLEAR(n->args);
+    clear_args(n);
     Py_CLEAR(n->kwnames);
     Py_CLEAR(n->fn);
     if (n->deps) {
@@ -303,7 +300,7 @@ static PyMethodDef node_methods[] = {
 
 static int node_traverse(NodeObject *n, visitproc visit, void *arg) {
     Py_VISIT(n->fn);
-    Py_VISIT(n->args);
+    for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) Py_VISIT(n->args[i]);
     Py_VISIT(n->kwnames);
     Py_VISIT(n->deps);
     Py_VISIT(n->value);
@@ -327,7 +324,7 @@ static void clear_kids(NodeObject *n) {
 
 static int node_clear(NodeObject *n) {
     Py_CLEAR(n->fn);
-    Py_CLEAR(n->args);
+    clear_args(n);
     Py_CLEAR(n->kwnames);
     Py_CLEAR(n->deps);
     Py_CLEAR(n->value);
@@ -360,7 +357,8 @@ PyDoc_STRVAR(node_doc,
 PyTypeObject TG_NodeType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "taskgraph.Node",
-    .tp_basicsize = sizeof(NodeObject),
+    .tp_basicsize = offsetof(NodeObject, args),
+    .tp_itemsize = sizeof(PyObject *),
     .tp_dealloc = (destructor)node_dealloc,
     .tp_repr = (reprfunc)node_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

@@ -206,15 +206,18 @@ void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, cons
     atomic_store_explicit(&W->rec_busy, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&W->rec, memory_order_seq_cst) == rec) {
         tg_trace_rec *r = tg_tracebuf_append(rec->buf);
-        if (r) {
+        if (r) { /* every field written: the room is not zeroed */
             r->id = n->t.id;
             r->parent = n->parent ? n->parent->t.id : 0;
             r->start = s->t0;
             r->end = t1;
             r->own = own > 0 ? own : 0;
+            r->deps_off = 0;
+            r->ndeps = 0;
             r->worker = W->index;
             r->stolen = n->t.stolen;
             r->state = (uint8_t)final;
+            r->pad = 0;
             r->name = index_of(rec, n->name);
             r->error = err ? index_of(rec, err) : -1;
             Py_ssize_t nd = n->deps ? PyTuple_GET_SIZE(n->deps) : 0;

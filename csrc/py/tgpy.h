@@ -37,14 +37,13 @@ typedef struct tg_worker_state Worker;
 
 /* ---------------------------------------------------------------- Node (node.c) */
 struct NodeObject {
-    PyObject_HEAD
+    PyObject_VAR_HEAD    /* ob_size: the number of argument slots (args[] below) */
     tg_task t;           /* the core's record, embedded: NODE_OF(task) finds the Node */
     /* Inputs. Written when the node is built; read and dropped by whoever runs it (the thread
      * that claimed it inline, or the worker it was handed to), never by anyone else, except
      * deps, which the `dependencies` property reads under the node's critical section. */
     PyObject *fn;
-    PyObject *args;      /* tuple: the positional arguments, then the keyword values */
-    Py_ssize_t nargs;    /* how many of args are positional */
+    Py_ssize_t nargs;    /* how many of args[] are positional; the rest are keyword values */
     PyObject *kwnames;   /* tuple of keyword names, or NULL */
     PyObject *deps;      /* tuple of the Nodes found in args (unique, in order), or NULL */
     /* Output: written once by the runner before tg_task_finish publishes the final state
@@ -63,6 +62,10 @@ struct NodeObject {
     _Atomic uint8_t seen;    /* result()/exception() was called: its error has been observed */
     _Atomic uint8_t failing; /* its task failed and `value` holds the exception (release) */
     PyObject *weakreflist;
+    /* The arguments, inline (one object per node, not two: fewer allocations and fewer
+     * objects for the cyclic collector to walk); called with vectorcall straight from here.
+     * Set to NULL once the node has run. */
+    PyObject *args[1];
 };
 
 #define NODE_OF(task) ((NodeObject *)((char *)(task) - offsetof(NodeObject, t)))

@@ -212,23 +212,19 @@ static void fail_run(NodeObject *n) {
 
 /* Calls the node's function with its arguments (Nodes inside replaced by their values). */
 static PyObject *call_task(NodeObject *n) {
-    PyObject *args = n->args;
-    Py_ssize_t total = PyTuple_GET_SIZE(args);
-    if (!n->deps) return PyObject_Vectorcall(n->fn, total ? &PyTuple_GET_ITEM(args, 0) : NULL,
-                                             (size_t)n->nargs, n->kwnames);
-    PyObject *sub = PyTuple_New(total);
-    if (!sub) return NULL;
-    for (Py_ssize_t i = 0; i < total; i++) {
-        PyObject *v = tg_substitute(PyTuple_GET_ITEM(args, i), n->name);
-        if (!v) {
-            Py_DECREF(sub);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(sub, i, v);
+    Py_ssize_t total = Py_SIZE(n);
+    if (!n->deps) return PyObject_Vectorcall(n->fn, n->args, (size_t)n->nargs, n->kwnames);
+    PyObject *small[8], **sub = total <= 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)total);
+    if (!sub) return PyErr_NoMemory();
+    Py_ssize_t done = 0;
+    PyObject *r = NULL;
+    for (; done < total; done++) {
+        sub[done] = tg_substitute(n->args[done], n->name);
+        if (!sub[done]) break;
     }
-    PyObject *r = PyObject_Vectorcall(n->fn, total ? &PyTuple_GET_ITEM(sub, 0) : NULL,
-                                      (size_t)n->nargs, n->kwnames);
-    Py_DECREF(sub);
+    if (done == total) r = PyObject_Vectorcall(n->fn, sub, (size_t)n->nargs, n->kwnames);
+    for (Py_ssize_t i = 0; i < done; i++) Py_DECREF(sub[i]);
+    if (sub != small) PyMem_Free(sub);
     return r;
 }
 
