@@ -82,17 +82,22 @@ bench-deps: setup
 	@$(PY) -m pip install -q --disable-pip-version-check "joblib>=1.4" "dask>=2024.8" >/dev/null 2>&1 || { echo "could not install joblib/dask"; exit 1; }
 	@if [ -x $(GILPY) ]; then $(GILPY) -m pip install -q --disable-pip-version-check "matplotlib>=3.7" >/dev/null 2>&1 || echo "matplotlib not installed: no plot"; fi
 
-# The benchmark suite (docs/benchmarks.md). Results: benchmarks/results/latest.json.
+# The benchmarks (docs/benchmarks.md): the suite against peers, the per-task targets, the
+# instruction counts (valgrind), then the report. Results: benchmarks/results/.
 bench: bench-deps
 	@mkdir -p benchmarks/results
 	@$(PY) benchmarks/suite.py --out benchmarks/results/ft.json
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --gil-subset --out benchmarks/results/gil.json; fi
-	@$(REPORTPY) benchmarks/report.py benchmarks/results/ft.json $$( [ -f benchmarks/results/gil.json ] && echo benchmarks/results/gil.json )
+	@$(PY) benchmarks/per_task.py --out benchmarks/results/per_task.json
+	@$(PY) benchmarks/instructions.py --out benchmarks/results/instructions.json || echo "no instruction counts"
+	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
+	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json
 
 bench-quick: bench-deps
 	@mkdir -p build/bench-quick
 	@$(PY) benchmarks/suite.py --quick --out build/bench-quick/ft.json
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --quick --gil-subset --out build/bench-quick/gil.json; fi
+	@$(PY) benchmarks/per_task.py --quick --out build/bench-quick/per_task.json
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:

@@ -1,13 +1,15 @@
-"""Turns suite results into benchmarks/results/latest.json, the tables and headline ratios of
-docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.png.
+"""Turns benchmark results into benchmarks/results/latest.json, the tables and headline ratios
+of docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.png.
 
-    python benchmarks/report.py FT.json [GIL.json]
+    python benchmarks/report.py --suite FT.json [--gil GIL.json] [--per-task PT.json]
+                                [--instructions INSTR.json]
 
 Needs matplotlib for the plot (the `plot` extra; `make bench` installs it in .venv-gil, since
 matplotlib does not build on CPython 3.13t). Without it the tables are still written.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -22,11 +24,6 @@ TOOLS = ["serial", "taskgraph", "threadpool", "processpool", "joblib-threads", "
 LABEL = {"serial": "serial Python", "taskgraph": "**taskgraph**", "threadpool": "ThreadPoolExecutor",
          "processpool": "ProcessPoolExecutor", "joblib-threads": "joblib (threading)",
          "joblib-loky": "joblib (loky)", "dask-threads": "dask threaded"}
-
-
-def load(paths):
-    docs = [json.load(open(p)) for p in paths]
-    return docs[0], (docs[1] if len(docs) > 1 else None)
 
 
 def index(doc):
@@ -141,31 +138,87 @@ def tables(doc, gil):
     return "\n".join(lines)
 
 
-def headline(doc):
+def headline(doc, pt):
     ix = index(doc)
     h = []
     tg2, tpe2, dk2 = ix.get((1, "taskgraph", 2)), ix.get((1, "threadpool", 2)), ix.get((1, "dask-threads", 2))
     if tg2 and tpe2 and dk2:
-        h.append(f"- trivial-task overhead at 2 workers: taskgraph {tg2['us_per_task']:.1f} us/task, "
-                 f"**{tpe2['us_per_task'] / tg2['us_per_task']:.1f}x lower** than ThreadPoolExecutor "
-                 f"({tpe2['us_per_task']:.1f} us) and **{dk2['us_per_task'] / tg2['us_per_task']:.0f}x lower** "
-                 f"than dask threaded ({dk2['us_per_task']:.0f} us); targets 10x and 100x.")
-    s3, t3 = ix.get((3, "serial", 1)), ix.get((3, "taskgraph", 2))
+        h.append(f"- trivial tasks at 2 workers (a lazy graph of them): taskgraph "
+                 f"{tg2['us_per_task']:.2f} us/task, **{tpe2['us_per_task'] / tg2['us_per_task']:.0f}x "
+                 f"lower** than ThreadPoolExecutor ({tpe2['us_per_task']:.1f} us) and "
+                 f"**{dk2['us_per_task'] / tg2['us_per_task']:.0f}x lower** than dask threaded "
+                 f"({dk2['us_per_task']:.0f} us).")
+    s3, t3, p3 = ix.get((3, "serial", 1)), ix.get((3, "taskgraph", 2)), ix.get((3, "threadpool", 2))
     if s3 and t3:
         h.append(f"- fib with a cutoff (leaves ~100 us), 2 workers: speed-up **{ratio(s3, t3):.2f}** "
-                 "over serial; target 1.8.")
+                 f"over serial" + (f" (ThreadPoolExecutor on the same leaves, fanned out: "
+                                   f"{ratio(s3, p3):.2f})." if p3 else "."))
+    s4, t4 = ix.get((4, "serial", 1)), ix.get((4, "taskgraph", 2))
+    if s4 and t4:
+        h.append(f"- quicksort of floats (array('d')), 2 workers: speed-up **{ratio(s4, t4):.2f}** "
+                 "over the same quicksort run serially.")
     s6, t6, p6 = ix.get((6, "serial", 1)), ix.get((6, "taskgraph", 2)), ix.get((6, "threadpool", 2))
     if s6 and t6 and p6:
-        h.append(f"- coarse map, 2 workers: taskgraph speed-up **{ratio(s6, t6):.2f}**, "
-                 f"ThreadPoolExecutor {ratio(s6, p6):.2f}; target: at least ThreadPoolExecutor's.")
+        h.append(f"- coarse map (~1 ms tasks), 2 workers: taskgraph speed-up **{ratio(s6, t6):.2f}**, "
+                 f"ThreadPoolExecutor {ratio(s6, p6):.2f}.")
     s2, t2 = ix.get((2, "serial", 1)), ix.get((2, "taskgraph", 1))
     if s2 and t2:
-        h.append(f"- fib without cutoff, 1 worker: c1 = **{ratio(t2, s2):.1f}**; target <= 15.")
+        h.append(f"- fib spawning a task at every level, 1 worker: c1 = T1 / T_serial = "
+                 f"**{ratio(t2, s2):.1f}** ({t2['median'] / t2['tasks'] * 1e6:.2f} us per task).")
     t5 = ix.get((5, "taskgraph", 1))
     if t5 and "us_overhead_per_task" in t5:
         h.append(f"- stencil DAG, 1 worker: **{t5['us_overhead_per_task']:.1f} us** per task "
-                 "including its 3 edges; target <= 3 us.")
+                 "including its 3 edges (bodies of ~10-20 us).")
     return "\n".join(h)
+
+
+def per_task_table(pt):
+    env = pt["env"]
+    lines = ["### Per-task targets (benchmarks/per_task.py)", "",
+             f"Python {env['python']}, GIL enabled: {env['gil_enabled']}, {env['cpus']} CPUs"
+             f"{' (quick sizes)' if env['quick'] else ''}. Each comparison is of alternating runs "
+             "in one process (medians).", "",
+             "| figure | measured | must reach | aim | |", "|---|---|---|---|---|"]
+    for f in pt["figures"]:
+        op = "<=" if f["better"] == "lower" else ">="
+        unit = f" {f['unit']}" if f["unit"] else ""
+        verdict = "met" if f["met"] else "**missed**"
+        aim = f["value"] <= f["aim"] if f["better"] == "lower" else f["value"] >= f["aim"]
+        if f["met"] and aim:
+            verdict = "met, aim reached"
+        lines.append(f"| {f['label']} | **{f['value']:.3g}{unit}** | {op} {f['target']} | {op} "
+                     f"{f['aim']} | {verdict} |")
+    extra = {f["key"]: f for f in pt["figures"]}
+    if "trivial_vs_tpe" in extra:
+        u = extra["trivial_vs_tpe"]["us_per_task"]
+        lines += ["", f"Per trivial task, 2 workers: spawned {u['spawned']:.2f} us, lazy "
+                  f"{u['lazy']:.2f} us, ThreadPoolExecutor(2) {u['tpe']:.2f} us; with a trace open: "
+                  f"spawned {u['spawned_traced']:.2f} us, lazy {u['lazy_traced']:.2f} us."]
+    if "quicksort" in extra and "boxed_speedup" in extra["quicksort"]:
+        q = extra["quicksort"]
+        lines += ["", f"The quicksort on a list of Python floats made by the main thread (the "
+                  f"same algorithm, boxed values): speed-up {q['boxed_speedup']:.2f} "
+                  f"(serial {q['boxed_serial']['median']:.2f} s, taskgraph "
+                  f"{q['boxed_taskgraph']['median']:.2f} s), against {q['value']:.2f} with "
+                  "array('d') (docs/performance.md explains the difference)."]
+    return "\n".join(lines)
+
+
+def instructions_table(ins):
+    cats = []
+    for w in ins.values():
+        for c in w["per_task"]:
+            if c not in cats:
+                cats.append(c)
+    lines = ["### Where a task's time goes, in instructions (benchmarks/instructions.py)", "",
+             "Instructions per task (callgrind; N and 2N tasks, the difference over N: start-up "
+             "cancelled out). Deterministic, unlike the times above.", "",
+             "| workload | total | " + " | ".join(cats) + " |",
+             "|---|---|" + "---|" * len(cats)]
+    for name, w in ins.items():
+        lines.append(f"| {w['description']} | **{w['total']:.0f}** | "
+                     + " | ".join(f"{w['per_task'].get(c, 0):.0f}" for c in cats) + " |")
+    return "\n".join(lines)
 
 
 def plot(doc):
@@ -208,9 +261,16 @@ def plot(doc):
     return True
 
 
-def main(argv):
-    doc, gil = load(argv[1:])
-    merged = {"free_threaded": doc, "gil_build": gil}
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", required=True)
+    ap.add_argument("--gil")
+    ap.add_argument("--per-task")
+    ap.add_argument("--instructions")
+    a = ap.parse_args(argv)
+    read = lambda p: json.load(open(p)) if p and os.path.exists(p) else None  # noqa: E731
+    doc, gil, pt, ins = read(a.suite), read(a.gil), read(a.per_task), read(a.instructions)
+    merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins}
     os.makedirs(os.path.dirname(LATEST), exist_ok=True)
     with open(LATEST, "w") as f:
         json.dump(merged, f, indent=1)
@@ -220,15 +280,20 @@ def main(argv):
            f"Python {env['python']}, free-threaded build: {env['free_threaded_build']}, GIL enabled "
            f"in every run: {env['gil_enabled']}; versions: "
            + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + ".", "",
-           "**Headline (2 workers unless said):**", "", headline(doc), "",
+           "**Headline (2 workers unless said):**", "", headline(doc, pt), "",
            "![speed-up vs workers, and per-task overhead per tool](img/benchmarks.png)"
-           if plot(doc) else "", "", tables(doc, gil), END]
+           if plot(doc) else "", ""]
+    if pt:
+        gen += [per_task_table(pt), ""]
+    if ins:
+        gen += [instructions_table(ins), ""]
+    gen += [tables(doc, gil), END]
     text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    a, b = text.index(BEGIN), text.index(END) + len(END)
+    i, j = text.index(BEGIN), text.index(END) + len(END)
     with open(DOC, "w") as f:
-        f.write(text[:a] + "\n".join(gen) + text[b:])
+        f.write(text[:i] + "\n".join(gen) + text[j:])
     print(f"wrote {LATEST}, {DOC}" + (f", {PNG}" if os.path.exists(PNG) else ""))
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    main()

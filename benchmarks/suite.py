@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+from array import array
 import json
 import multiprocessing
 import platform
@@ -72,22 +73,25 @@ def fib_t(n, cutoff=0):
     return a.result() + b.result()
 
 
-def quicksort_serial(xs, cutoff):
-    if len(xs) <= cutoff:
-        return sorted(xs)
-    p = xs[len(xs) // 2]
-    return (quicksort_serial([x for x in xs if x < p], cutoff) + [x for x in xs if x == p]
-            + quicksort_serial([x for x in xs if x > p], cutoff))
+# Workload 4 runs the quicksort of examples/quicksort.py: the values travel as array('d'), the
+# free-threading-friendly form (docs/performance.md); serial is the same algorithm, serially.
+def quicksort_serial(a, cutoff):
+    if len(a) <= cutoff:
+        return array("d", sorted(a))
+    p = a[len(a) // 2]
+    return (quicksort_serial(array("d", [x for x in a if x < p]), cutoff)
+            + array("d", [x for x in a if x == p])
+            + quicksort_serial(array("d", [x for x in a if x > p]), cutoff))
 
 
 @tg.task(name="qsort")
-def quicksort_t(xs, cutoff):
-    if len(xs) <= cutoff:
-        return sorted(xs)
-    p = xs[len(xs) // 2]
-    lo = quicksort_t([x for x in xs if x < p], cutoff)
-    hi = quicksort_t([x for x in xs if x > p], cutoff)
-    mid = [x for x in xs if x == p]
+def quicksort_t(a, cutoff):
+    if len(a) <= cutoff:
+        return array("d", sorted(a))
+    p = a[len(a) // 2]
+    lo = quicksort_t(array("d", [x for x in a if x < p]), cutoff)
+    hi = quicksort_t(array("d", [x for x in a if x > p]), cutoff)
+    mid = array("d", [x for x in a if x == p])
     return lo.result() + mid + hi.result()
 
 
@@ -270,16 +274,17 @@ def _sample_sort_parts(xs, parts):
 def w4_quicksort(p, size, tools):
     n, c = size["qsort"], size["qsort_cutoff"]
     rnd = random.Random(1)
-    xs = [rnd.random() for _ in range(n)]
+    data = array("d", (rnd.random() for _ in range(n)))
+    xs = list(data)
     expect = sorted(xs)
-    ok = lambda v: v == expect  # noqa: E731
+    ok = lambda v: list(v) == expect  # noqa: E731
     out = {}
     parts = 4 * p.w
     for tool in tools:
         if tool == "serial":
-            r = measure(lambda: quicksort_serial(xs, c), check=ok)
+            r = measure(lambda: quicksort_serial(data, c), check=ok)
         elif tool == "taskgraph":
-            r = measure(lambda: p.tg.compute(quicksort_t(xs, c)), check=ok)
+            r = measure(lambda: p.tg.compute(quicksort_t(data, c)), check=ok)
         elif tool == "threadpool":
             r = measure(lambda: [y for b in p.tpe.map(sort_bucket, _sample_sort_parts(xs, parts)) for y in b], check=ok)
         elif tool == "processpool":

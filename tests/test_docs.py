@@ -1,0 +1,19 @@
+"""The documentation keeps up with the code: every public name has its entry in docs/api.md."""
+import pathlib
+import re
+
+import taskgraph as tg
+
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_every_public_name_is_in_the_api_reference():
+    text = (DOCS / "api.md").read_text()
+    missing = [n for n in tg.__all__ if not re.search(rf"`tg\.{n}\b", text)]
+    assert not missing, f"not documented in docs/api.md: {missing}"
+
+
+def test_every_design_note_named_in_the_docs_exists():
+    for md in list(DOCS.rglob("*.md")) + [DOCS.parent / "README.md"]:
+        for ref in re.findall(r"(?:docs/)?(design/[a-z_]+\.md)", md.read_text()):
+            assert (DOCS / ref).exists(), f"{md.name} names {ref}, which does not exist"
