@@ -7,7 +7,10 @@ REPORTPY := $(shell [ -x .venv-gil/bin/python ] && echo .venv-gil/bin/python || 
 CC    ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc
 CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c csrc/trace.c
-CTESTS := deque graph pool sleep
+CTESTS := deque graph pool sleep oom
+# test_oom fails the core's allocations in turn: it is linked with --wrap for the allocators.
+WRAP_OOM := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
+linkflags = $$( [ $$t = oom ] && echo '$(WRAP_OOM)' )
 BUILD := build
 
 .PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil test-asan demo pictures bench bench-deps bench-quick clean
@@ -28,7 +31,7 @@ $(BUILD):
 # Plain optimised build of the C tests.
 test-c: | $(BUILD)
 	@for t in $(CTESTS); do \
-	  $(CC) -O2 $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c -o $(BUILD)/test_$$t || exit 1; \
+	  $(CC) -O2 $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c $(linkflags) -o $(BUILD)/test_$$t || exit 1; \
 	  echo "== C test $$t (plain -O2)"; timeout 300 ./$(BUILD)/test_$$t || exit 1; \
 	done
 
@@ -37,7 +40,7 @@ sanitize: sanitize-thread sanitize-address
 # ThreadSanitizer: any report makes the run fail (exitcode 66); no suppressions.
 sanitize-thread: | $(BUILD)
 	@for t in $(CTESTS); do \
-	  $(CC) -O1 -g -fsanitize=thread $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c -o $(BUILD)/tsan_$$t || exit 1; \
+	  $(CC) -O1 -g -fsanitize=thread $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c $(linkflags) -o $(BUILD)/tsan_$$t || exit 1; \
 	  echo "== C test $$t under ThreadSanitizer"; \
 	  TG_SANITIZED=1 TSAN_OPTIONS="halt_on_error=1 exitcode=66" timeout 900 ./$(BUILD)/tsan_$$t || exit 1; \
 	done
@@ -45,7 +48,7 @@ sanitize-thread: | $(BUILD)
 # AddressSanitizer + UndefinedBehaviorSanitizer (leak checking included); any report fails.
 sanitize-address: | $(BUILD)
 	@for t in $(CTESTS); do \
-	  $(CC) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c -o $(BUILD)/asan_$$t || exit 1; \
+	  $(CC) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c $(linkflags) -o $(BUILD)/asan_$$t || exit 1; \
 	  echo "== C test $$t under AddressSanitizer+UBSan"; \
 	  TG_SANITIZED=1 ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" timeout 900 ./$(BUILD)/asan_$$t || exit 1; \
 	done
