@@ -56,13 +56,13 @@ sanitize-address: | $(BUILD)
 # Python tests on the free-threaded interpreter (GIL off).
 test-py:
 	@echo "== Python tests, free-threaded ($$($(PY) -c 'import sys; print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled())'))"
-	@$(PY) -m pytest -q -p no:cacheprovider
+	@TASKGRAPH_REQUIRE_DASK=1 $(PY) -m pytest -q -rs -p no:cacheprovider
 
 # The same Python tests on the machine's ordinary GIL build (correctness only).
 test-gil:
 	@if [ -x $(GILPY) ]; then \
 	  echo "== Python tests, GIL build ($$($(GILPY) -V))"; \
-	  $(GILPY) -m pytest -q -p no:cacheprovider -W ignore::taskgraph.GILWarning; \
+	  TASKGRAPH_REQUIRE_DASK=1 $(GILPY) -m pytest -q -rs -p no:cacheprovider; \
 	else echo "== no GIL-build CPython on this machine: GIL-build run skipped"; fi
 
 # The Python tests against an AddressSanitizer+UBSan build of the extension, on both
@@ -93,14 +93,17 @@ bench: bench-deps
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --gil-subset --out benchmarks/results/gil.json; fi
 	@$(PY) benchmarks/per_task.py --out benchmarks/results/per_task.json
 	@$(PY) benchmarks/instructions.py --out benchmarks/results/instructions.json || echo "no instruction counts"
+	@$(PY) benchmarks/dask_overhead.py --out benchmarks/results/dask.json
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
-	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json
+	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
+	  --dask benchmarks/results/dask.json
 
 bench-quick: bench-deps
 	@mkdir -p build/bench-quick
 	@$(PY) benchmarks/suite.py --quick --out build/bench-quick/ft.json
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --quick --gil-subset --out build/bench-quick/gil.json; fi
 	@$(PY) benchmarks/per_task.py --quick --out build/bench-quick/per_task.json
+	@$(PY) benchmarks/dask_overhead.py --quick --out build/bench-quick/dask.json
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:

@@ -69,9 +69,11 @@ def make_input(size, seed):
     return array("d", (rnd.random() for _ in range(size)))
 
 
-def run(size=1_000_000, cutoff=20_000, workers=None, seed=1, trace=None, boxed=False):
+def run(size=1_000_000, cutoff=20_000, workers=None, seed=1, trace=None, boxed=False,
+        scheduler=None):
     """Sorts `size` random doubles serially and with taskgraph; returns the sorted arrays,
-    times and counters (and the boxed variant's figures with boxed=True)."""
+    times and counters (and the boxed variant's figures with boxed=True). `scheduler` (e.g. a
+    taskgraph.dask.DaskScheduler) runs it there instead of on a local Scheduler."""
     data = make_input(size, seed)
     t0 = time.perf_counter()
     expect = sorted(data)
@@ -80,11 +82,11 @@ def run(size=1_000_000, cutoff=20_000, workers=None, seed=1, trace=None, boxed=F
     serial = quicksort_serial(data, cutoff)
     t_serial = time.perf_counter() - t0
     out = {"input": data, "serial": serial, "sorted_s": t_sorted, "serial_s": t_serial}
-    with tg.Scheduler(workers=workers) as s:
+    with (tg.Scheduler(workers=workers) if scheduler is None else tg.use_scheduler(scheduler)) as s:
         t0 = time.perf_counter()
         got = s.compute(quicksort(data, cutoff))
         t_par = time.perf_counter() - t0
-        stats = s.stats()
+        stats = s.stats() if scheduler is None else []
         if trace:  # a second, traced run (the timing above is untraced)
             with tg.trace() as tr:
                 s.compute(quicksort(data, cutoff))
@@ -99,7 +101,7 @@ def run(size=1_000_000, cutoff=20_000, workers=None, seed=1, trace=None, boxed=F
             out["boxed_taskgraph_s"] = time.perf_counter() - t0
             out["boxed_speedup"] = out["boxed_serial_s"] / out["boxed_taskgraph_s"]
     out.update(value=got, expected=expect, taskgraph_s=t_par, speedup=t_serial / t_par,
-               workers=s.workers, tasks=sum(w["tasks_run"] for w in stats),
+               workers=getattr(s, "workers", None), tasks=sum(w["tasks_run"] for w in stats),
                stolen=sum(w["stolen"] for w in stats))
     return out
 

@@ -16,10 +16,12 @@ from taskgraph._native import GILWarning, core, gil_enabled
 from taskgraph.errors import CancelledError, SchedulerClosedError, TaskgraphError
 from taskgraph.task import Task, task
 from taskgraph.serial import serial
-from taskgraph.scheduler import Scheduler, default_scheduler, usable_cpus
+from taskgraph.scheduler import (Scheduler, current_scheduler, default_scheduler, usable_cpus,
+                                 use_scheduler)
 from taskgraph.compute import compute, gather
 from taskgraph.viz import GraphvizError, visualize
 from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
+from taskgraph.saving import GraphFileError, load, save
 
 Node = core.Node
 
@@ -27,6 +29,7 @@ __all__ = [
     "task", "Task", "Node", "compute", "gather", "serial", "Scheduler", "default_scheduler",
     "usable_cpus", "CancelledError", "SchedulerClosedError", "TaskgraphError", "GILWarning",
     "gil_enabled", "trace", "Trace", "TaskRecord", "TraceFormatError", "visualize",
-    "GraphvizError", "write_trace_files",
+    "GraphvizError", "write_trace_files", "current_scheduler", "use_scheduler", "save", "load",
+    "GraphFileError",
 ]
 __version__ = "0.1.0"

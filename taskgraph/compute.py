@@ -6,7 +6,7 @@ from __future__ import annotations
 from taskgraph._native import core
 Node = core.Node
 from taskgraph.runs import raise_first_error
-from taskgraph.scheduler import Scheduler, default_scheduler, scheduler_of_engine
+from taskgraph.scheduler import Scheduler, current_scheduler, scheduler_of_engine
 from taskgraph.serial import run_serially
 
 __all__ = ["compute", "gather"]
@@ -18,13 +18,15 @@ def compute(*args, workers: int | None = None, scheduler: Scheduler | None = Non
     value for one argument, else a tuple). See ``Scheduler.compute`` for errors, Ctrl-C and
     timeouts.
 
-    Which scheduler: ``scheduler`` if given; else, with ``workers``, a one-off
-    ``Scheduler(workers)`` closed before returning; else, inside a task, the scheduler running
-    it (the call joins); else the default scheduler. Inside ``serial()``: runs serially.
+    Which scheduler: ``scheduler`` if given (a ``Scheduler`` or another backend, such as
+    ``taskgraph.dask.DaskScheduler``); else, with ``workers``, a one-off ``Scheduler(workers)``
+    closed before returning; else, inside a task, the scheduler running it (the call joins);
+    else the innermost ``with`` block's scheduler; else the default scheduler. Inside
+    ``serial()``: runs serially.
     """
     if scheduler is not None:
-        if not isinstance(scheduler, Scheduler):
-            raise TypeError(f"scheduler must be a taskgraph.Scheduler, got {scheduler!r}")
+        if not hasattr(scheduler, "_compute_nodes"):
+            raise TypeError(f"scheduler must be a taskgraph.Scheduler or backend, got {scheduler!r}")
         return scheduler.compute(*args, timeout=timeout, progress=progress)
     if core.in_serial():
         nodes = core.scan(args)
@@ -40,7 +42,7 @@ def compute(*args, workers: int | None = None, scheduler: Scheduler | None = Non
         s = scheduler_of_engine(engine)
         if s is not None:
             return s.compute(*args, timeout=timeout, progress=progress)
-    return default_scheduler().compute(*args, timeout=timeout, progress=progress)
+    return current_scheduler().compute(*args, timeout=timeout, progress=progress)
 
 
 def gather(*nodes, **kwargs) -> list:
@@ -56,7 +58,7 @@ def gather(*nodes, **kwargs) -> list:
 
 def _compute_lazy(nodes, timeout):
     """Called by Node.result() on a lazy node outside the workers."""
-    default_scheduler()._compute_nodes(nodes, timeout)
+    current_scheduler()._compute_nodes(nodes, timeout)
 
 
 core._configure(compute=compute, compute_lazy=_compute_lazy, run_serially=run_serially)

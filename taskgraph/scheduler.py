@@ -5,6 +5,7 @@ the extension's Engine (csrc/py/engine.c, worker.c). Python starts and joins the
 from __future__ import annotations
 
 import atexit
+import contextvars
 import itertools
 import os
 import sys
@@ -17,7 +18,28 @@ from taskgraph.errors import SchedulerClosedError, TaskgraphError
 from taskgraph.runs import compute_nodes, raise_first_error
 from taskgraph.serial import run_serially
 
-__all__ = ["Scheduler", "default_scheduler", "usable_cpus", "scheduler_of_engine"]
+__all__ = ["Scheduler", "default_scheduler", "current_scheduler", "use_scheduler",
+           "usable_cpus", "scheduler_of_engine"]
+
+# The schedulers made current by `with` blocks, innermost last (per thread and async context).
+_current = contextvars.ContextVar("taskgraph_current_schedulers", default=())
+
+
+class use_scheduler:
+    """Makes a scheduler (a Scheduler, or another backend such as taskgraph.dask's) the one
+    that compute() and result() use in this thread while the block runs. Nests."""
+
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+
+    def __enter__(self):
+        _current.set(_current.get() + (self.scheduler,))
+        return self.scheduler
+
+    def __exit__(self, *exc):
+        stack = _current.get()
+        if stack and stack[-1] is self.scheduler:
+            _current.set(stack[:-1])
 
 _scheduler_numbers = itertools.count(1)
 
@@ -91,10 +113,19 @@ class Scheduler:
         return f"<taskgraph.Scheduler #{self.number} workers={self.workers} {state}>"
 
     def __enter__(self):
+        """The scheduler is the current one inside the block (``tg.compute`` and
+        ``node.result()`` use it in this thread); it is closed when the block ends."""
+        use_scheduler(self).__enter__()
         return self
 
     def __exit__(self, *exc):
+        use_scheduler(self).__exit__()
         self.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() has begun."""
+        return self._engine.closed
 
     # ------------------------------------------------------------------ public API
     def compute(self, *args, timeout: float | None = None, progress: bool = False):
@@ -195,6 +226,15 @@ _default_lock = threading.Lock()
 def scheduler_of_engine(engine):
     """The Scheduler whose engine this is (None if it is gone)."""
     return _by_engine.get(engine)
+
+
+def current_scheduler():
+    """The scheduler compute() and result() use here: the innermost ``with`` block's (a
+    Scheduler or a backend such as ``taskgraph.dask.DaskScheduler``), else the default one."""
+    for s in reversed(_current.get()):
+        if not s.closed:
+            return s
+    return default_scheduler()
 
 
 def default_scheduler() -> Scheduler:

@@ -29,7 +29,7 @@ from taskgraph.viz import GraphvizError, draw_trace
 __all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace", "write_trace_files"]
 
 FORMAT = "taskgraph-trace"
-VERSION = 1
+VERSION = 2  # 2 added `where` (the worker's address for cluster runs); 1 is still read
 
 
 class TraceFormatError(ValueError):
@@ -52,6 +52,7 @@ class TaskRecord:
     state: str = "done"     # done / failed / cancelled
     error_type: str | None = None
     error: str | None = None
+    where: str | None = None  # the worker's address, for a task run on a cluster (dask)
 
     @property
     def duration(self) -> int:
@@ -59,12 +60,12 @@ class TaskRecord:
 
     @property
     def lane(self) -> str:
-        """Worker name across schedulers: ``s<scheduler>.w<worker>``."""
-        return f"s{self.scheduler}.w{self.worker}"
+        """The worker that ran it: ``s<scheduler>.w<worker>``, or its address on a cluster."""
+        return self.where or f"s{self.scheduler}.w{self.worker}"
 
 
 _FIELDS = ("key", "name", "worker", "scheduler", "start", "end", "own", "parent", "deps",
-           "stolen", "state", "error_type", "error")
+           "stolen", "state", "error_type", "error", "where")
 
 
 def _gc_callback(phase, info):
@@ -128,6 +129,7 @@ class Trace:
         self._records: list[TaskRecord] | None = list(records or [])
         self.meta = dict(meta or {})
         self._raw = None        # the workers' recorders, read into records on first use
+        self._external = []     # records added by other backends (taskgraph.dask)
         self._clock = None      # (ticks -> ns, ns per tick) for the raw records
         self._analysis = None
         self._open = False
@@ -144,6 +146,7 @@ class Trace:
         core.trace_start()  # RuntimeError if a trace is open already
         gc.callbacks.append(_gc_callback)
         self._open = True
+        _OPEN[0] = self
         return self
 
     def __exit__(self, *exc):
@@ -151,6 +154,7 @@ class Trace:
             gc.callbacks.remove(_gc_callback)
         except ValueError:  # pragma: no cover - removed by someone else
             pass
+        _OPEN[0] = None
         self._raw = core.trace_stop()  # waits for any record being written
         self._clock = _ticks_to_ns()
         self._open = False
@@ -181,6 +185,7 @@ class Trace:
                     parent=_key(ids.get(parent, "?"), parent) if parent else None,
                     deps=[_key(ids.get(d, "?"), d) for d in dep_ids[doff:doff + nd]],
                     stolen=bool(stolen), state=_STATES[state], error_type=et, error=em))
+        out.extend(self._external)
         out.sort(key=lambda r: (r.start, r.end))
         if dropped:
             self.meta["dropped"] = self.meta.get("dropped", 0) + dropped
@@ -281,21 +286,24 @@ class Trace:
                                    f"{type(e).__name__}: {e})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise TraceFormatError(f"{path}: not a taskgraph trace file")
-        if doc.get("version") != VERSION:
-            raise TraceFormatError(f"{path}: trace version {doc.get('version')!r}, this "
-                                   f"taskgraph reads version {VERSION}")
+        version = doc.get("version")
+        if version not in (1, VERSION):
+            raise TraceFormatError(f"{path}: trace version {version!r}, this taskgraph reads "
+                                   f"versions 1 to {VERSION}")
         fields = doc.get("fields")
         rows = doc.get("records")
-        if list(fields or ()) != list(_FIELDS) or not isinstance(rows, list):
+        want = list(_FIELDS) if version == VERSION else list(_FIELDS[:-1])
+        if list(fields or ()) != want or not isinstance(rows, list):
             raise TraceFormatError(f"{path}: damaged taskgraph trace (bad field list)")
         try:
-            recs = [TaskRecord(**dict(zip(_FIELDS, row))) for row in rows]
+            recs = [TaskRecord(**dict(zip(want, row))) for row in rows]
             for r in recs:
                 if not (isinstance(r.start, int) and isinstance(r.end, int) and isinstance(r.key, str)):
                     raise TypeError("bad field types")
         except TypeError as e:
             raise TraceFormatError(f"{path}: damaged taskgraph trace ({e})") from None
-        return cls(recs, doc.get("meta"))
+        meta = doc.get("meta")
+        return cls(recs, meta if isinstance(meta, dict) else None)
 
     def to_chrome_trace(self, path=None):
         """The timeline in Chrome's trace-event format (open in Perfetto or chrome://tracing):
@@ -304,13 +312,13 @@ class Trace:
         if self.records:
             t0 = min(r.start for r in self.records)
         events = []
-        lanes = sorted({(r.scheduler, r.worker) for r in self.records})
-        for s, w in lanes:
+        lanes = sorted({(r.scheduler, r.worker, r.where or "") for r in self.records})
+        for s, w, where in lanes:
             events.append({"ph": "M", "name": "thread_name", "pid": s, "tid": w,
-                           "args": {"name": f"worker {w}"}})
-        for s in sorted({s for s, _ in lanes}):
+                           "args": {"name": where or f"worker {w}"}})
+        for s in sorted({s for s, _, _ in lanes}):
             events.append({"ph": "M", "name": "process_name", "pid": s, "tid": 0,
-                           "args": {"name": f"taskgraph scheduler {s}"}})
+                           "args": {"name": f"taskgraph scheduler {s}" if s else "dask cluster"}})
         for r in self.records:
             args = {"key": r.key, "state": r.state, "stolen": r.stolen, "own_us": r.own / 1e3}
             if r.parent:
@@ -343,6 +351,20 @@ class Trace:
 
 def _ms(ns):
     return f"{ns / 1e6:.3f} ms"
+
+
+_OPEN = [None]  # the open Trace (traces do not overlap: core.trace_start refuses)
+
+
+def open_trace():
+    """The Trace whose block is open now, or None (for backends that record elsewhere)."""
+    return _OPEN[0]
+
+
+def _add_records(tr, records):
+    """Adds TaskRecords made elsewhere (a cluster's workers) to the open trace tr; they join
+    its records when the block has closed."""
+    tr._external.extend(records)
 
 
 def trace() -> Trace:

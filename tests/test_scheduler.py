@@ -109,6 +109,47 @@ def test_one_off_scheduler_and_default_scheduler():
     assert fib(12).result() == 144
 
 
+@tg.task
+def _where():
+    return threading.current_thread().name
+
+
+def test_a_with_block_makes_the_scheduler_current_for_compute_and_result():
+    assert tg.current_scheduler() is tg.default_scheduler()
+    with tg.Scheduler(workers=1) as a:
+        assert tg.current_scheduler() is a
+        assert _where().result().startswith(f"taskgraph-{a.number}-")  # result() runs on a
+        with tg.Scheduler(workers=1) as b:  # nests: the innermost wins
+            assert tg.compute(_where()).startswith(f"taskgraph-{b.number}-")
+        assert tg.current_scheduler() is a
+        other = []  # the block is per thread: another thread still uses the default
+        t = threading.Thread(target=lambda: other.append(tg.current_scheduler()))
+        t.start()
+        t.join()
+        assert other == [tg.default_scheduler()]
+    assert tg.current_scheduler() is tg.default_scheduler()
+
+
+def test_use_scheduler_does_not_close_and_skips_closed_schedulers():
+    s = tg.Scheduler(workers=1)
+    try:
+        with tg.use_scheduler(s) as got:
+            assert got is s and tg.current_scheduler() is s
+            assert _where().result().startswith(f"taskgraph-{s.number}-")
+        assert not s.closed
+        with tg.use_scheduler(s):
+            s.close()  # closed inside the block: the default takes over, not an error
+            assert s.closed and tg.current_scheduler() is tg.default_scheduler()
+            assert _where().result().startswith(f"taskgraph-{tg.default_scheduler().number}-")
+    finally:
+        s.close()
+
+
+def test_compute_rejects_what_is_not_a_scheduler():
+    with pytest.raises(TypeError, match="scheduler must be a taskgraph.Scheduler or backend, got 3"):
+        tg.compute(_ok(1), scheduler=3)
+
+
 # ---------------------------------------------------------------------- resources
 def test_idle_scheduler_uses_almost_no_cpu():
     with tg.Scheduler(workers=4) as s:

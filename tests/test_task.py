@@ -159,6 +159,38 @@ def test_tasks_pickle_by_reference_or_by_value():
         assert t2(arg).compute(workers=1) == want
 
 
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def times(self, x):
+        return x * self.k
+
+
+def test_rebuilt_tasks_and_methods_pickle_with_plain_pickle_where_their_function_does():
+    # A Task rebuilt around a module-level task's function (as tg.save and the dask backend
+    # do) is pickled by the name of the task its module defines.
+    twin = tg.Task(module_level.fn, name="module_level")
+    assert twin is not module_level
+    assert pickle.loads(pickle.dumps(twin)) is module_level
+    # Under another name it is a different task: by value (its function by reference).
+    other = tg.Task(module_level.fn, name="renamed")
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(other)  # plain pickle cannot name the hidden function ...
+    import cloudpickle
+    back = cloudpickle.loads(cloudpickle.dumps(other))  # ... cloudpickle carries it
+    assert back.name == "renamed" and back(4).compute(workers=1) == 8
+    # A bound method of a picklable object: pickle and cloudpickle alike.
+    t = tg.task(Scaler(3).times)
+    for dumps, loads in [(pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)]:
+        t2 = loads(dumps(t))
+        assert t2.name == t.name and t2(5).compute(workers=1) == 15
+    # A module that no longer defines the task: a clear error when loading.
+    from taskgraph._native import core
+    with pytest.raises(ImportError, match="test_task.nothing_here is not a task"):
+        core._task_by_name(__name__, "nothing_here")
+
+
 def test_task_attributes_are_read_only_and_wrapped():
     assert module_level.__wrapped__.__name__ == "module_level"
     assert module_level.__doc__ is None and module_level.__name__ == "module_level"

@@ -38,4 +38,5 @@ export TASKGRAPH_SANITIZED=1  # tests scale their sizes down (like TG_SANITIZED 
 cd "$OUT"  # not the source tree: its taskgraph/ would come first on sys.path
 "$PY" -W ignore -c "import taskgraph, sys; assert '$OUT' in taskgraph._core.__file__, taskgraph._core.__file__"
 echo "== Python tests against the AddressSanitizer build of taskgraph._core ($("$PY" -V), PYTHONMALLOC=$MALLOC)"
-exec "$PY" -m pytest -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" -W ignore::taskgraph.GILWarning "$ROOT/tests" "$@"
+export TASKGRAPH_REQUIRE_DASK=1  # make setup installs the dask extra: its tests must run
+exec "$PY" -m pytest -q -rs -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" "$ROOT/tests" "$@"

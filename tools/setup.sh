@@ -122,10 +122,10 @@ make_venv() {  # $1 = venv, $2 = interpreter, $3 = free-threaded? (1/0), $4 = ex
 }
 
 PY=$(find_python)
-make_venv "$VENV" "$PY" 1 "test,progress"
+make_venv "$VENV" "$PY" 1 "test,progress,dask"
 GILPY=$(command -v python3.11 || command -v python3 || true)
 if [ -n "$GILPY" ] && ! is_free_threaded "$GILPY"; then
-  make_venv "$GILVENV" "$GILPY" 0 "test"
+  make_venv "$GILVENV" "$GILPY" 0 "test,dask"
 fi
 
 # ---------------------------------------------------------------- 3. Graphviz

@@ -1,5 +1,7 @@
 /* Finding the Nodes inside a task's arguments (when it is called), and replacing them by their
- * values (when it runs). Understood, nested to any mix: lists, tuples, dicts (values), sets,
+ * values (when it runs). The same walk, aimed at another target, turns a graph's arguments into
+ * plain data for another process (Nodes to Ref placeholders, Refs back to values: the dask
+ * backend and tg.save/tg.load). Understood, nested to any mix: lists, tuples, dicts (values), sets,
  * frozensets, namedtuples, slices, dataclass instances, and subclasses of list and dict.
  * Everything else is a leaf, passed as is (strings and bytes are not containers).
  *
@@ -11,7 +13,7 @@
 #define MAX_DEPTH 1000 /* deeper means a container that contains itself, or close to it */
 
 typedef enum {
-    K_LEAF, K_NODE, K_LIST, K_TUPLE, K_DICT, K_SET, K_NAMEDTUPLE, K_SLICE, K_DATACLASS,
+    K_LEAF, K_TARGET, K_LIST, K_TUPLE, K_DICT, K_SET, K_NAMEDTUPLE, K_SLICE, K_DATACLASS,
     K_LIST_SUB, K_DICT_SUB, K_SET_SUB
 } kind;
 
@@ -23,9 +25,12 @@ static int has_type_attr(PyTypeObject *tp, PyObject *name) {
     return r > 0;
 }
 
-static kind kind_of(PyObject *x) {
+/* What x is for a walk looking for objects of type `target` (Node or Ref); Nodes and Refs that
+ * are not the target are leaves. */
+static kind kind_of(PyObject *x, PyTypeObject *target) {
     PyTypeObject *tp = Py_TYPE(x);
-    if (tp == &TG_NodeType) return K_NODE;
+    if (tp == target) return K_TARGET;
+    if (tp == &TG_NodeType || tp == &TG_RefType) return K_LEAF;
     if (tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyUnicode_Type || x == Py_None ||
         tp == &PyBool_Type || tp == &PyBytes_Type || tp == &PyComplex_Type)
         return K_LEAF;
@@ -81,9 +86,10 @@ static void vec_free(objvec *v) {
 }
 
 typedef struct {
-    objvec found;      /* Nodes, in order of first appearance (with duplicates) */
-    int stop_at_first; /* only asks whether there is any Node */
-    PyObject *who;     /* for messages */
+    objvec found;        /* targets, in order of first appearance (with duplicates) */
+    int stop_at_first;   /* only asks whether there is any */
+    PyTypeObject *type;  /* the target: Node or Ref */
+    PyObject *who;       /* for messages */
 } walk;
 
 static int visit(walk *w, PyObject *x, int depth);
@@ -112,7 +118,7 @@ static int visit_list(walk *w, PyObject *list, int depth) {
     Py_BEGIN_CRITICAL_SECTION(list);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         PyObject *x = PyList_GET_ITEM(list, i);
-        if (kind_of(x) != K_LEAF && vec_push(&later, x) < 0) {
+        if (kind_of(x, w->type) != K_LEAF && vec_push(&later, x) < 0) {
             err = -1;
             break;
         }
@@ -160,9 +166,9 @@ static int visit_dataclass(walk *w, PyObject *x, int depth) {
 }
 
 static int visit(walk *w, PyObject *x, int depth) {
-    kind k = kind_of(x);
+    kind k = kind_of(x, w->type);
     if (k == K_LEAF) return 0;
-    if (k == K_NODE) return vec_push(&w->found, x);
+    if (k == K_TARGET) return vec_push(&w->found, x);
     if (depth >= MAX_DEPTH) return too_deep(w);
     switch (k) {
     case K_TUPLE:
@@ -194,9 +200,9 @@ static int visit(walk *w, PyObject *x, int depth) {
 PyObject *tg_scan(PyObject *const *args, Py_ssize_t n, PyObject *who) {
     /* Fast path: no argument is anything but a leaf (the fork-join case). */
     Py_ssize_t i = 0;
-    while (i < n && kind_of(args[i]) == K_LEAF) i++;
+    while (i < n && kind_of(args[i], &TG_NodeType) == K_LEAF) i++;
     if (i == n) return NULL;
-    walk w = {.stop_at_first = 0, .who = who};
+    walk w = {.stop_at_first = 0, .type = &TG_NodeType, .who = who};
     vec_init(&w.found);
     if (visit_items(&w, args + i, n - i, 0) < 0) {
         vec_free(&w.found);
@@ -240,9 +246,20 @@ done:
     return out;
 }
 
-/* 1 if x holds a Node somewhere, 0 if not, -1 on error. */
-static int holds_node(PyObject *x, PyObject *who, int depth) {
-    walk w = {.stop_at_first = 1, .who = who};
+/* ---------------------------------------------------------------- replacing */
+
+/* What a replacement walk looks for, and what it puts in its place. */
+typedef struct target target;
+struct target {
+    PyTypeObject *type;                              /* Node or Ref */
+    PyObject *(*replace)(const target *t, PyObject *x); /* new reference, or NULL (error) */
+    PyObject *arg;                                   /* for replace */
+    PyObject *who;                                   /* for messages */
+};
+
+/* 1 if x holds a target somewhere, 0 if not, -1 on error. */
+static int holds(PyObject *x, const target *t, int depth) {
+    walk w = {.stop_at_first = 1, .type = t->type, .who = t->who};
     vec_init(&w.found);
     int r = visit(&w, x, depth);
     int found = w.found.n > 0;
@@ -250,9 +267,9 @@ static int holds_node(PyObject *x, PyObject *who, int depth) {
     return r < 0 ? -1 : found;
 }
 
-/* ---------------------------------------------------------------- substitution */
-
-static PyObject *value_of(NodeObject *n, PyObject *who) {
+/* A Node's value (substitution when a task runs). */
+static PyObject *value_of(const target *t, PyObject *x) {
+    NodeObject *n = (NodeObject *)x;
     int st = tg_task_state(&n->t);
     if (st == TG_DONE) return Py_NewRef(n->value);
     if (st > TG_DONE) {
@@ -264,25 +281,25 @@ static PyObject *value_of(NodeObject *n, PyObject *who) {
         PyErr_Format(TG.TaskgraphError,
                      "task %U received node %U, which was not among its dependencies when it "
                      "was submitted (was a list or dict changed after the call?) and is not "
-                     "finished", who, key);
+                     "finished", t->who, key);
         Py_DECREF(key);
     }
     return NULL;
 }
 
-static PyObject *subst(PyObject *x, PyObject *who, int depth);
+static PyObject *subst(PyObject *x, const target *t, int depth);
 
-/* Substitutes every item of a new list we own, in place. */
-static int subst_list_items(PyObject *list, PyObject *who, int depth) {
+/* Replaces the targets in every item of a new list we own, in place. */
+static int subst_list_items(PyObject *list, const target *t, int depth) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        PyObject *y = subst(PyList_GET_ITEM(list, i), who, depth);
+        PyObject *y = subst(PyList_GET_ITEM(list, i), t, depth);
         if (!y) return -1;
         Py_SETREF(PyList_GET_ITEM(list, i), y);
     }
     return 0;
 }
 
-static PyObject *subst_dataclass(PyObject *x, PyObject *who, int depth) {
+static PyObject *subst_dataclass(PyObject *x, const target *t, int depth) {
     PyObject *fields = dataclass_fields(x);
     if (!fields) return NULL;
     PyObject *init_changes = PyDict_New(), *other = PyDict_New(), *out = NULL;
@@ -296,8 +313,8 @@ static PyObject *subst_dataclass(PyObject *x, PyObject *who, int depth) {
             if (PyErr_Occurred()) goto done;
             continue;
         }
-        int h = holds_node(v, who, depth);
-        PyObject *nv = h > 0 ? subst(v, who, depth) : NULL;
+        int h = holds(v, t, depth);
+        PyObject *nv = h > 0 ? subst(v, t, depth) : NULL;
         int bad = h < 0 || (h > 0 && !nv);
         if (!bad && nv) {
             init = PyObject_GetAttrString(f, "init");
@@ -329,16 +346,24 @@ done:
     return out;
 }
 
-static PyObject *subst(PyObject *x, PyObject *who, int depth) {
-    kind k = kind_of(x);
+/* A copy of x made by copy.copy (keeps a subclass and its attributes). */
+static PyObject *shallow_copy(PyObject *x) {
+    PyObject *copy = PyImport_ImportModule("copy");
+    PyObject *out = copy ? PyObject_CallMethod(copy, "copy", "O", x) : NULL;
+    Py_XDECREF(copy);
+    return out;
+}
+
+static PyObject *subst(PyObject *x, const target *t, int depth) {
+    kind k = kind_of(x, t->type);
     if (k == K_LEAF) return Py_NewRef(x);
-    if (k == K_NODE) return value_of((NodeObject *)x, who);
+    if (k == K_TARGET) return t->replace(t, x);
     if (depth >= MAX_DEPTH) {
-        walk w = {.who = who};
+        walk w = {.who = t->who};
         too_deep(&w);
         return NULL;
     }
-    int h = holds_node(x, who, depth);
+    int h = holds(x, t, depth);
     if (h <= 0) return h < 0 ? NULL : Py_NewRef(x); /* nothing to replace: the same object */
     depth++;
     switch (k) {
@@ -348,7 +373,7 @@ static PyObject *subst(PyObject *x, PyObject *who, int depth) {
         PyObject *out = PyTuple_New(n);
         if (!out) return NULL;
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *y = subst(PyTuple_GET_ITEM(x, i), who, depth);
+            PyObject *y = subst(PyTuple_GET_ITEM(x, i), t, depth);
             if (!y) {
                 Py_DECREF(out);
                 return NULL;
@@ -362,15 +387,13 @@ static PyObject *subst(PyObject *x, PyObject *who, int depth) {
     }
     case K_LIST: {
         PyObject *out = PyList_GetSlice(x, 0, PY_SSIZE_T_MAX); /* a snapshot we own */
-        if (out && subst_list_items(out, who, depth) < 0) Py_CLEAR(out);
+        if (out && subst_list_items(out, t, depth) < 0) Py_CLEAR(out);
         return out;
     }
     case K_LIST_SUB: { /* copy.copy keeps the subclass and its attributes; then the items */
-        PyObject *copy = PyImport_ImportModule("copy");
-        PyObject *out = copy ? PyObject_CallMethod(copy, "copy", "O", x) : NULL;
-        Py_XDECREF(copy);
+        PyObject *out = shallow_copy(x);
         PyObject *items = out ? PyList_GetSlice(x, 0, PY_SSIZE_T_MAX) : NULL;
-        if (items && subst_list_items(items, who, depth) == 0 &&
+        if (items && subst_list_items(items, t, depth) == 0 &&
             PyList_SetSlice(out, 0, PY_SSIZE_T_MAX, items) == 0) {
             Py_DECREF(items);
             return out;
@@ -381,14 +404,7 @@ static PyObject *subst(PyObject *x, PyObject *who, int depth) {
     }
     case K_DICT:
     case K_DICT_SUB: {
-        PyObject *out;
-        if (k == K_DICT) {
-            out = PyDict_New();
-        } else {
-            PyObject *copy = PyImport_ImportModule("copy");
-            out = copy ? PyObject_CallMethod(copy, "copy", "O", x) : NULL;
-            Py_XDECREF(copy);
-        }
+        PyObject *out = k == K_DICT ? PyDict_New() : shallow_copy(x);
         PyObject *items = out ? PyDict_Items(x) : NULL; /* a snapshot */
         if (!items) {
             Py_XDECREF(out);
@@ -396,7 +412,7 @@ static PyObject *subst(PyObject *x, PyObject *who, int depth) {
         }
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
             PyObject *kv = PyList_GET_ITEM(items, i);
-            PyObject *v = subst(PyTuple_GET_ITEM(kv, 1), who, depth);
+            PyObject *v = subst(PyTuple_GET_ITEM(kv, 1), t, depth);
             if (!v || PyObject_SetItem(out, PyTuple_GET_ITEM(kv, 0), v) < 0) {
                 Py_XDECREF(v);
                 Py_DECREF(items);
@@ -411,7 +427,7 @@ static PyObject *subst(PyObject *x, PyObject *who, int depth) {
     case K_SET:
     case K_SET_SUB: {
         PyObject *items = PySequence_List(x);
-        if (!items || subst_list_items(items, who, depth) < 0) {
+        if (!items || subst_list_items(items, t, depth) < 0) {
             Py_XDECREF(items);
             return NULL;
         }
@@ -423,8 +439,8 @@ static PyObject *subst(PyObject *x, PyObject *who, int depth) {
     }
     case K_SLICE: {
         PySliceObject *s = (PySliceObject *)x;
-        PyObject *a = subst(s->start, who, depth), *b = a ? subst(s->stop, who, depth) : NULL,
-                 *c = b ? subst(s->step, who, depth) : NULL;
+        PyObject *a = subst(s->start, t, depth), *b = a ? subst(s->stop, t, depth) : NULL,
+                 *c = b ? subst(s->step, t, depth) : NULL;
         PyObject *out = c ? PySlice_New(a, b, c) : NULL;
         Py_XDECREF(a);
         Py_XDECREF(b);
@@ -432,10 +448,101 @@ static PyObject *subst(PyObject *x, PyObject *who, int depth) {
         return out;
     }
     case K_DATACLASS:
-        return subst_dataclass(x, who, depth);
+        return subst_dataclass(x, t, depth);
     default:
         return Py_NewRef(x);
     }
 }
 
-PyObject *tg_substitute(PyObject *x, PyObject *who) { return subst(x, who, 0); }
+PyObject *tg_substitute(PyObject *x, PyObject *who) {
+    target t = {&TG_NodeType, value_of, NULL, who};
+    return subst(x, &t, 0);
+}
+
+/* ---------------------------------------------------------------- Ref: a dependency, as data */
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t index;
+} RefObject;
+
+static PyObject *ref_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    Py_ssize_t i;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Ref() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "n:Ref", &i)) return NULL;
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, "Ref index must be >= 0");
+        return NULL;
+    }
+    RefObject *r = (RefObject *)type->tp_alloc(type, 0);
+    if (r) r->index = i;
+    return (PyObject *)r;
+}
+
+static PyObject *ref_reduce(RefObject *r, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("O(n)", (PyObject *)Py_TYPE(r), r->index);
+}
+
+static PyObject *ref_repr(RefObject *r) { return PyUnicode_FromFormat("Ref(%zd)", r->index); }
+
+static PyMemberDef ref_members[] = {
+    {"index", T_PYSSIZET, offsetof(RefObject, index), READONLY, "Which dependency."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef ref_methods[] = {
+    {"__reduce__", (PyCFunction)ref_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject TG_RefType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "taskgraph._core.Ref",
+    .tp_basicsize = sizeof(RefObject),
+    .tp_repr = (reprfunc)ref_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Ref(i): stands for the i-th dependency inside a task's arguments, when a graph "
+              "is turned into plain data (to_refs / from_refs).",
+    .tp_methods = ref_methods,
+    .tp_members = ref_members,
+    .tp_new = ref_new,
+};
+
+/* A Node's placeholder: Ref(index_of[node]); a node that is not in index_of and has finished
+ * with a result is replaced by its value. */
+static PyObject *ref_for(const target *t, PyObject *x) {
+    PyObject *idx = NULL;
+    if (PyDict_GetItemRef(t->arg, x, &idx) < 0) return NULL;
+    if (!idx) {
+        if (tg_task_state(&((NodeObject *)x)->t) == TG_DONE) return Py_NewRef(((NodeObject *)x)->value);
+        PyObject *key = tg_node_key((NodeObject *)x);
+        if (key) {
+            PyErr_Format(PyExc_KeyError, "node %U is not part of the graph being exported "
+                         "(and has not finished with a result)", key);
+            Py_DECREF(key);
+        }
+        return NULL;
+    }
+    PyObject *r = PyObject_CallOneArg((PyObject *)&TG_RefType, idx);
+    Py_DECREF(idx);
+    return r;
+}
+
+/* A Ref's value: values[ref.index]. */
+static PyObject *value_for(const target *t, PyObject *x) {
+    return PySequence_GetItem(t->arg, ((RefObject *)x)->index);
+}
+
+PyObject *tg_to_refs(PyObject *x, PyObject *index_of, PyObject *who) {
+    target t = {&TG_NodeType, ref_for, index_of, who};
+    return subst(x, &t, 0);
+}
+
+PyObject *tg_from_refs(PyObject *x, PyObject *values, PyObject *who) {
+    target t = {&TG_RefType, value_for, values, who};
+    return subst(x, &t, 0);
+}

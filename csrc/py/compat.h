@@ -39,6 +39,11 @@ static inline int PyObject_GetOptionalAttrString(PyObject *o, const char *name, 
     Py_DECREF(n);
     return r;
 }
+static inline int PyDict_GetItemRef(PyObject *d, PyObject *k, PyObject **res) {
+    PyObject *v = PyDict_GetItemWithError(d, k);
+    *res = Py_XNewRef(v);
+    return v ? 1 : (PyErr_Occurred() ? -1 : 0);
+}
 static inline PyObject *PyList_GetItemRef(PyObject *l, Py_ssize_t i) {
     PyObject *x = PyList_GetItem(l, i);
     Py_XINCREF(x);

@@ -153,6 +153,74 @@ static PyObject *arm_fault(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *to_refs(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *obj, *index_of, *who;
+    if (!PyArg_ParseTuple(args, "OO!U:to_refs", &obj, &PyDict_Type, &index_of, &who)) return NULL;
+    return tg_to_refs(obj, index_of, who);
+}
+
+static PyObject *from_refs(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *obj, *values, *who;
+    if (!PyArg_ParseTuple(args, "OOU:from_refs", &obj, &values, &who)) return NULL;
+    return tg_from_refs(obj, values, who);
+}
+
+/* set_backend(obj or None) -> the previous one (None if none): see tg_tls.backend. */
+static PyObject *set_backend(PyObject *mod, PyObject *obj) {
+    (void)mod;
+    PyObject *prev = TG_TLS.backend;
+    TG_TLS.backend = obj == Py_None ? NULL : Py_NewRef(obj);
+    return prev ? prev : Py_NewRef(Py_None);
+}
+
+static PyObject *claim(PyObject *mod, PyObject *node) {
+    (void)mod;
+    if (!Node_Check(node)) {
+        PyErr_SetString(PyExc_TypeError, "_claim needs a Node");
+        return NULL;
+    }
+    return PyBool_FromLong(tg_task_claim_inline(&((NodeObject *)node)->t));
+}
+
+static PyObject *settle(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *node, *value;
+    int state;
+    if (!PyArg_ParseTuple(args, "O!iO:_settle", &TG_NodeType, &node, &state, &value)) return NULL;
+    NodeObject *n = (NodeObject *)node;
+    if (tg_task_state(&n->t) != TG_RUNNING || n->t.run != NULL) {
+        PyErr_SetString(PyExc_ValueError, "_settle: the node was not claimed with _claim");
+        return NULL;
+    }
+    if (state < TG_DONE || state > TG_CANCELLED || (state != TG_DONE && !PyExceptionInstance_Check(value))) {
+        PyErr_SetString(PyExc_ValueError, "_settle: a final state, with an exception unless done");
+        return NULL;
+    }
+    tg_finish_external(n, state, value);
+    Py_RETURN_NONE;
+}
+
+static PyObject *inputs(PyObject *mod, PyObject *node) {
+    (void)mod;
+    if (!Node_Check(node)) {
+        PyErr_SetString(PyExc_TypeError, "_inputs needs a Node");
+        return NULL;
+    }
+    return tg_node_inputs((NodeObject *)node);
+}
+
+static PyObject *seen(PyObject *mod, PyObject *node) {
+    (void)mod;
+    if (!Node_Check(node)) {
+        PyErr_SetString(PyExc_TypeError, "_seen needs a Node");
+        return NULL;
+    }
+    /* Relaxed: see tg_node_outcome. */
+    return PyBool_FromLong(atomic_load_explicit(&((NodeObject *)node)->seen, memory_order_relaxed));
+}
+
 static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     return PyLong_FromLongLong(tg_live_runs());
@@ -178,6 +246,21 @@ static PyMethodDef methods[] = {
     {"trace_stop", tg_trace_stop, METH_NOARGS,
      "Detaches the recorders (waiting for any record being written) and returns them."},
     {"_live_runs", live_runs, METH_NOARGS, "Run objects alive (tests only)."},
+    {"to_refs", to_refs, METH_VARARGS,
+     "to_refs(obj, index_of, who) -> obj with each Node n replaced by Ref(index_of[n])."},
+    {"from_refs", from_refs, METH_VARARGS,
+     "from_refs(obj, values, who) -> obj with each Ref(i) replaced by values[i]."},
+    {"set_backend", set_backend, METH_O,
+     "set_backend(obj or None) -> previous: this thread's task calls and waits go to obj."},
+    {"_inputs", inputs, METH_O,
+     "_inputs(node) -> (fn, args, nargs, kwnames) of a lazy node, or None once it ran."},
+    {"_seen", seen, METH_O, "_seen(node) -> whether result()/exception() was called on it."},
+    {"_claim", claim, METH_O,
+     "_claim(node) -> True if this caller claimed the NEW node, to run it elsewhere."},
+    {"_settle", settle, METH_VARARGS,
+     "_settle(node, state, value): finishes a node claimed with _claim."},
+    {"_task_by_name", tg_task_by_name, METH_VARARGS,
+     "_task_by_name(module, qualname) -> the Task defined there (how rebuilt Tasks unpickle)."},
     {"_arm_fault", arm_fault, METH_VARARGS,
      "_arm_fault(site, n): the n-th occurrence of a fault site fails (tests only)."},
     {NULL, NULL, 0, NULL},
@@ -199,7 +282,7 @@ static int add_steal(PyObject *m, const char *name, PyObject *obj) {
 static int exec_module(PyObject *m) {
     tg_clock_init();
     PyTypeObject *types[] = {&TG_TaskType, &TG_NodeType, &TG_RunType, &TG_EngineType,
-                             &TG_RecorderType};
+                             &TG_RecorderType, &TG_RefType};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0) return -1;
         const char *dot = strrchr(types[i]->tp_name, '.');
@@ -251,9 +334,12 @@ static int exec_module(PyObject *m) {
         {&TG.str_taskgraph_task, "__taskgraph_task__"}, {&TG.str_add_note, "add_note"},
         {&TG.str_fields, "_fields"}, {&TG.str_dataclass_fields, "__dataclass_fields__"},
         {&TG.str_field_type, "_field_type"}, {&TG.str_name, "name"}, {&TG.str_dot, "."},
+        {&TG.str_spawn, "spawn"}, {&TG.str_wait, "wait"},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!(*strs[i].slot = PyUnicode_InternFromString(strs[i].s))) return -1;
+    if (!TG.task_by_name && !(TG.task_by_name = PyObject_GetAttrString(m, "_task_by_name")))
+        return -1;
     return 0;
 }
 

@@ -53,19 +53,58 @@ static void clear_args(NodeObject *n) {
 }
 
 void tg_node_drop_inputs(NodeObject *n) {
-    clear_args(n);
-    Py_CLEAR(n->kwnames);
-    Py_CLEAR(n->fn);
-    if (n->deps) {
-        PyObject *deps;
-        /* The `dependencies` property reads deps from other threads: swap it out under the
-         * node's critical section, release it outside. */
-        Py_BEGIN_CRITICAL_SECTION(n);
-        deps = n->deps;
-        n->deps = NULL;
-        Py_END_CRITICAL_SECTION();
-        Py_XDECREF(deps);
+    if (!n->lazy && !n->deps) { /* a spawned node: nobody else can read its inputs */
+        clear_args(n);
+        Py_CLEAR(n->kwnames);
+        Py_CLEAR(n->fn);
+        return;
     }
+    /* `dependencies` and _inputs() read these from other threads: swap them out under the
+     * node's critical section, release them outside it. */
+    PyObject *small[8], **old = Py_SIZE(n) + 3 <= 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)(Py_SIZE(n) + 3));
+    if (!old) { /* out of memory: release them inside (their destructors then run under it) */
+        Py_BEGIN_CRITICAL_SECTION(n);
+        clear_args(n);
+        Py_CLEAR(n->kwnames);
+        Py_CLEAR(n->fn);
+        Py_CLEAR(n->deps);
+        Py_END_CRITICAL_SECTION();
+        return;
+    }
+    Py_ssize_t k = 0;
+    Py_BEGIN_CRITICAL_SECTION(n);
+    for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) {
+        old[k++] = n->args[i];
+        n->args[i] = NULL;
+    }
+    old[k++] = n->kwnames;
+    old[k++] = n->fn;
+    old[k++] = n->deps;
+    n->kwnames = n->fn = n->deps = NULL;
+    Py_END_CRITICAL_SECTION();
+    for (Py_ssize_t i = 0; i < k; i++) Py_XDECREF(old[i]);
+    if (old != small) PyMem_Free(old);
+}
+
+PyObject *tg_node_inputs(NodeObject *n) {
+    if (!n->lazy) {
+        PyErr_SetString(PyExc_ValueError, "only a node built outside the workers can be exported");
+        return NULL;
+    }
+    PyObject *out = NULL, *args = NULL;
+    Py_BEGIN_CRITICAL_SECTION(n);
+    if (n->fn) {
+        args = PyTuple_New(Py_SIZE(n));
+        if (args) {
+            for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) PyTuple_SET_ITEM(args, i, Py_NewRef(n->args[i]));
+            out = Py_BuildValue("(OOnO)", n->fn, args, n->nargs, n->kwnames ? n->kwnames : Py_None);
+        }
+    } else {
+        out = Py_NewRef(Py_None);
+    }
+    Py_END_CRITICAL_SECTION();
+    Py_XDECREF(args);
+    return out;
 }
 
 static void sleep_detached(double seconds) {
@@ -135,6 +174,14 @@ static int node_wait(NodeObject *n, double timeout, int has_timeout) {
     }
     if (st >= TG_DONE) return 0;
     if (joinable) return tg_join(W, n);
+    if (tls->backend && !tls->serial) { /* a task of another backend (dask) waits */
+        PyObject *t = has_timeout ? PyFloat_FromDouble(timeout) : Py_NewRef(Py_None);
+        PyObject *r = t ? PyObject_CallMethodObjArgs(tls->backend, TG.str_wait, (PyObject *)n, t, NULL) : NULL;
+        Py_XDECREF(t);
+        if (!r) return -1;
+        Py_DECREF(r);
+        return tg_task_state(&n->t) >= TG_DONE ? 0 : tg_node_wait_external(n, has_timeout ? timeout : -1.0);
+    }
     if (st == TG_NEW) {
         PyObject *r = call_hook(tls->serial ? TG.hook_run_serially : TG.hook_compute_lazy, n, timeout);
         if (!r) return -1;

@@ -41,6 +41,16 @@ static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t n
             Py_DECREF(n);
             return NULL;
         }
+    } else {
+        n->lazy = 1; /* user code (or a backend) sees it before anyone claims it */
+        if (tls->backend) { /* a task of another backend (dask) runs on this thread */
+            PyObject *r = PyObject_CallMethodOneArg(tls->backend, TG.str_spawn, (PyObject *)n);
+            if (!r) {
+                Py_DECREF(n);
+                return NULL;
+            }
+            Py_DECREF(r);
+        }
     }
     return (PyObject *)n;
 }
@@ -147,8 +157,9 @@ static PyObject *task_repr(TaskObject *self) {
 }
 
 /* Pickling: by reference when the task is what its module holds under its qualified name
- * (a decorated module-level function: the function itself is hidden behind the task), else
- * by value, as Task(fn, name) (lambdas, closures, partials, tasks in __main__: cloudpickle
+ * (a decorated module-level function: the function itself is hidden behind the task; the
+ * receiving process imports the module, and tracebacks keep their file and lines), else by
+ * value, as Task(fn, name) (lambdas, closures, partials, tasks in __main__: cloudpickle
  * carries their function). */
 /* The object reached from module `mod` through the dotted name `qual`, or NULL (no error). */
 static PyObject *lookup_qualified(PyObject *mod, PyObject *qual) {
@@ -164,6 +175,21 @@ static PyObject *lookup_qualified(PyObject *mod, PyObject *qual) {
     return obj;
 }
 
+/* _task_by_name(module, qualname): imports the module and returns the Task at that name (how
+ * a Task rebuilt from a node is unpickled: by the name of the task its module defines). */
+PyObject *tg_task_by_name(PyObject *unused, PyObject *args) {
+    (void)unused;
+    PyObject *mod, *qual;
+    if (!PyArg_ParseTuple(args, "UU:_task_by_name", &mod, &qual)) return NULL;
+    PyObject *m = PyImport_Import(mod);
+    if (!m) return NULL;
+    Py_DECREF(m);
+    PyObject *obj = lookup_qualified(mod, qual);
+    if (obj && Py_IS_TYPE(obj, &TG_TaskType)) return obj;
+    Py_XDECREF(obj);
+    return PyErr_Format(PyExc_ImportError, "taskgraph: %U.%U is not a task any more", mod, qual);
+}
+
 static PyObject *task_reduce(TaskObject *self, PyObject *unused) {
     (void)unused;
     PyObject *mod = NULL, *qual = NULL;
@@ -176,10 +202,21 @@ static PyObject *task_reduce(TaskObject *self, PyObject *unused) {
     if (mod && qual && PyUnicode_Check(mod) && PyUnicode_Check(qual) &&
         PyUnicode_CompareWithASCIIString(mod, "__main__") != 0) {
         PyObject *obj = lookup_qualified(mod, qual);
+        /* By reference if the module holds this task there, or another Task wrapping the same
+         * function (a task rebuilt from a node, when a graph is sent to another process). */
+        int same = obj == (PyObject *)self;
+        int twin = !same && obj && Py_IS_TYPE(obj, &TG_TaskType) &&
+                   ((TaskObject *)obj)->fn == self->fn &&
+                   PyObject_RichCompareBool(((TaskObject *)obj)->name, self->name, Py_EQ) == 1;
+        PyErr_Clear(); /* a failed name comparison: not a twin */
         Py_XDECREF(obj); /* compared only */
-        if (obj == (PyObject *)self) {
+        if (same) {
             Py_DECREF(mod);
             return qual; /* pickle stores the global's name: module and qualified name */
+        }
+        if (twin) { /* pickle checks a global's identity: load it through _task_by_name */
+            PyObject *r = Py_BuildValue("O(NN)", TG.task_by_name, mod, qual);
+            return r;
         }
     }
     Py_XDECREF(mod);

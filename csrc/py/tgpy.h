@@ -59,6 +59,9 @@ struct NodeObject {
      * sees NULL for a node claimed a moment ago only waits the slower way (polling). */
     _Atomic(const void *) owner;
     int32_t nkids;
+    uint8_t lazy;            /* built lazily (visible to user code before anyone claimed it):
+                              * its inputs are dropped under its critical section, so that
+                              * _inputs() may read them from another thread (export, save) */
     _Atomic uint8_t seen;    /* result()/exception() was called: its error has been observed */
     _Atomic uint8_t failing; /* its task failed and `value` holds the exception (release) */
     PyObject *weakreflist;
@@ -84,6 +87,9 @@ PyObject *tg_node_key(NodeObject *n);
 PyObject *tg_node_outcome(NodeObject *n);
 /* Drops the inputs of a node that has run (or will never run). */
 void tg_node_drop_inputs(NodeObject *n);
+/* (fn, args tuple, number of positional args, kwnames or None) of a lazy node whose inputs are
+ * still there, None if they were dropped (it ran); read under the node's critical section. */
+PyObject *tg_node_inputs(NodeObject *n);
 /* Waits, without a worker, until a node claimed by someone else finishes (timeout < 0: no
  * limit). 0, or -1 with TimeoutError or a signal's exception raised. */
 int tg_node_wait_external(NodeObject *n, double timeout);
@@ -110,6 +116,11 @@ PyObject *tg_scan(PyObject *const *args, Py_ssize_t n, PyObject *who);
  * rest passed through as the same object). A Node that is not finished raises
  * TaskgraphError naming `who`; one that failed raises its exception. New reference. */
 PyObject *tg_substitute(PyObject *x, PyObject *who);
+/* A graph's arguments as plain data: x with every Node replaced by Ref(index_of[node]), and
+ * back: x with every Ref(i) replaced by values[i]. Same container rules. */
+extern PyTypeObject TG_RefType;
+PyObject *tg_to_refs(PyObject *x, PyObject *index_of, PyObject *who);
+PyObject *tg_from_refs(PyObject *x, PyObject *values, PyObject *who);
 
 /* ---------------------------------------------------------------- Run (run.c) */
 struct RunObject {
@@ -202,6 +213,9 @@ int tg_join(Worker *W, NodeObject *n);
 int tg_run_inline(NodeObject *n);
 /* drain(): skips a task left in a queue after shutdown, as worker W (single-threaded). */
 void tg_drain_one(Worker *W, tg_task *t);
+/* Finishes a node that a backend claimed with tg_task_claim_inline and ran elsewhere (the
+ * dask backend): stores value (a result, or the exception) and publishes the final state. */
+void tg_finish_external(NodeObject *n, int final, PyObject *value);
 /* Finishes a task that a shut-down pool refused (or will never run) as cancelled, with
  * everything that refusal cascades to. The caller gives up its core reference to each. */
 void tg_cancel_refused(tg_task *refused);
@@ -258,6 +272,9 @@ PyObject *tg_trace_stop(PyObject *mod, PyObject *unused);
 int tg_trace_attach_engine(EngineObject *e);
 void tg_trace_engine_gone(EngineObject *e);
 
+/* _task_by_name(module, qualname) -> the Task defined there (unpickling a rebuilt Task). */
+PyObject *tg_task_by_name(PyObject *unused, PyObject *args);
+
 /* ---------------------------------------------------------------- module (module.c) */
 typedef struct {
     /* Set once by taskgraph._native/_configure before any worker starts; read-only after. */
@@ -265,9 +282,11 @@ typedef struct {
     PyObject *hook_compute;         /* compute(node, **kw): Node.compute */
     PyObject *hook_compute_lazy;    /* (nodes, timeout): a NEW node's result() outside workers */
     PyObject *hook_run_serially;    /* (nodes): run a lazy graph in this thread */
+    PyObject *str_spawn, *str_wait;
     PyObject *state_names[TG_NSTATES]; /* interned */
     PyObject *str_taskgraph_task, *str_add_note, *str_fields, *str_dataclass_fields,
         *str_field_type, *str_name, *str_dot;
+    PyObject *task_by_name;         /* the module's _task_by_name (Task pickling) */
 } tg_globals;
 
 extern tg_globals TG;
@@ -278,6 +297,10 @@ typedef struct {
     int serial;         /* depth of `with taskgraph.serial():` */
     uint64_t thread_no; /* 1 + process-unique number, for node keys (0: none yet) */
     uint64_t seq;       /* nodes named on this thread */
+    /* A backend that runs this thread's task calls elsewhere (the dask backend, while a dask
+     * worker thread runs a task): calling a task calls backend.spawn(node), and waiting for
+     * an unfinished node calls backend.wait(node, timeout). Strong, or NULL. */
+    PyObject *backend;
 } tg_tls;
 
 extern _Thread_local tg_tls TG_TLS;

@@ -427,6 +427,13 @@ int tg_join(Worker *W, NodeObject *n) {
     return 0;
 }
 
+void tg_finish_external(NodeObject *n, int final, PyObject *value) {
+    n->value = Py_NewRef(value);
+    if (final == TG_FAILED) atomic_store_explicit(&n->failing, 1, memory_order_release); /* see set_failing */
+    tg_node_drop_inputs(n);
+    finish(NULL, n, final);
+}
+
 /* ---------------------------------------------------------------- serial elision */
 
 int tg_run_inline(NodeObject *n) {

@@ -1,0 +1,72 @@
+"""Tasks for tests/test_dask.py, in a module the cluster's workers can import (the test puts
+this directory on their PYTHONPATH)."""
+import os
+import threading
+import time
+
+import taskgraph as tg
+from helpers import fib  # noqa: F401  (used by the tests through this module)
+
+
+@tg.task
+def add(a, b):
+    return a + b
+
+
+@tg.task
+def where():
+    """Which process and thread ran it."""
+    return os.getpid(), threading.current_thread().name
+
+
+@tg.task
+def marked(path, value):
+    """Leaves a mark (a file) so the test can count runs across processes."""
+    with open(path, "a") as f:
+        f.write("x\n")
+    return value
+
+
+@tg.task
+def slow_marked(path, value, seconds):
+    with open(path, "a") as f:
+        f.write("x\n")
+    time.sleep(seconds)
+    return value
+
+
+@tg.task
+def fails(msg):
+    raise ValueError(msg)  # the line the traceback must show
+
+
+@tg.task
+def chain(d):
+    return 0 if d == 0 else chain(d - 1).result() + 1
+
+
+@tg.task
+def child_fails():
+    kids = [fails(f"child {i}") if i == 2 else add(i, 0) for i in range(4)]
+    out = []
+    for k in kids:
+        try:
+            out.append(k.result())
+        except ValueError as e:
+            out.append(str(e))
+    return out
+
+
+@tg.task
+def unobserved_child():
+    fails("nobody waited")
+    return "never"
+
+
+class Adder:
+    def __init__(self, base):
+        self.base = base
+
+    @tg.task
+    def plus(self, x):
+        return self.base + x, os.getpid()
