@@ -225,6 +225,33 @@ def instructions_table(ins):
     return "\n".join(lines)
 
 
+def dask_table(dk):
+    env = dk["env"]
+    rows = {(r["workload"], r["backend"]): r for r in dk["rows"]}
+    backends = list(dict.fromkeys(r["backend"] for r in dk["rows"]))
+    workloads = list(dict.fromkeys(r["workload"] for r in dk["rows"]))
+    fib = dk["fib"]
+    lines = ["### Local and on a dask cluster, per task (benchmarks/dask_overhead.py)", "",
+             f"distributed {env['distributed']}, a LocalCluster of 2 worker processes x 1 thread "
+             f"on this machine (started in {env['cluster_start_s']:.1f} s); the local scheduler "
+             f"with 2 workers. Microseconds per task (median of the runs{', quick sizes' if env['quick'] else ''}); "
+             f"fib({fib['n']}) with cutoff {fib['cutoff']}: serial {fib['serial_s'] * 1e3:.0f} ms, "
+             "speed-up in brackets.", "",
+             "| workload | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
+    for w in workloads:
+        cells = []
+        for b in backends:
+            r = rows.get((w, b))
+            if r is None:
+                cells.append("")
+            else:
+                sp = f" ({r['speedup']:.2f}x)" if "speedup" in r else ""
+                cells.append(f"{r['us_per_task']:,.1f}{sp}")
+        first = next(rows[(w, b)] for b in backends if (w, b) in rows)
+        lines.append(f"| {w} ({first['tasks']} tasks) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot(doc):
     try:
         import matplotlib
@@ -271,10 +298,13 @@ def main(argv=None):
     ap.add_argument("--gil")
     ap.add_argument("--per-task")
     ap.add_argument("--instructions")
+    ap.add_argument("--dask")
     a = ap.parse_args(argv)
     read = lambda p: json.load(open(p)) if p and os.path.exists(p) else None  # noqa: E731
     doc, gil, pt, ins = read(a.suite), read(a.gil), read(a.per_task), read(a.instructions)
-    merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins}
+    dk = read(a.dask)
+    merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins,
+              "dask": dk}
     os.makedirs(os.path.dirname(LATEST), exist_ok=True)
     with open(LATEST, "w") as f:
         json.dump(merged, f, indent=1)
@@ -291,6 +321,8 @@ def main(argv=None):
         gen += [per_task_table(pt), ""]
     if ins:
         gen += [instructions_table(ins), ""]
+    if dk:
+        gen += [dask_table(dk), ""]
     gen += [tables(doc, gil), END]
     text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     i, j = text.index(BEGIN), text.index(END) + len(END)
