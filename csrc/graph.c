@@ -119,13 +119,21 @@ int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task 
     return atomic_fetch_sub_explicit(&run->live, 1, memory_order_acq_rel) == 1;
 }
 
-void tg_task_cancel(tg_task *t, tg_poison why) {
+int tg_task_cancel(tg_task *t, tg_poison why) {
     int expect = TG_POISON_NONE;
-    /* Release CAS (first reason wins): pairs with the acquire load in tg_task_poisoned at
-     * hand-out, so the runner that skips the task sees what the canceller wrote before (the
-     * exception of a failing parent). Relaxed on failure: a reason is already there. */
-    atomic_compare_exchange_strong_explicit(&t->poisoned, &expect, (int32_t)why,
-                                            memory_order_release, memory_order_relaxed);
+    /* Release CAS (the first value wins): pairs with the acq_rel CAS in tg_task_start, so the
+     * runner that skips the task sees what the canceller wrote before (the exception of a
+     * failing parent). Relaxed on failure: a reason, or the start mark, is already there. */
+    return atomic_compare_exchange_strong_explicit(&t->poisoned, &expect, (int32_t)why,
+                                                   memory_order_release, memory_order_relaxed);
+}
+
+int tg_task_start(tg_task *t) {
+    int expect = TG_POISON_NONE;
+    /* acq_rel CAS against tg_task_cancel's release CAS: one of the two stores first. On
+     * failure, acquire: we see the canceller's writes before its reason. */
+    return atomic_compare_exchange_strong_explicit(&t->poisoned, &expect, TG_POISON_STARTED,
+                                                   memory_order_acq_rel, memory_order_acquire);
 }
 
 int tg_task_poisoned(const tg_task *t) {

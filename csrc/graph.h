@@ -29,11 +29,14 @@ typedef enum {
     TG_NSTATES = 7
 } tg_state;
 
-/* Why a task must not run (tg_task.poisoned). The first reason stored wins. */
+/* Why a task must not run (tg_task.poisoned), or that it started. The first value stored
+ * wins: a reason stored before the hand-out means the task never runs; TG_POISON_STARTED,
+ * stored by the hand-out, means it is too late to cancel it. */
 typedef enum {
     TG_POISON_NONE = 0,
     TG_POISON_DEP = 1,    /* a predecessor failed or was cancelled */
-    TG_POISON_CANCEL = 2  /* cancelled on request (its parent failed, node.cancel(), ...) */
+    TG_POISON_CANCEL = 2, /* cancelled on request (its parent failed, node.cancel(), ...) */
+    TG_POISON_STARTED = 3 /* not a reason: handed out to run (tg_task_start) */
 } tg_poison;
 
 struct tg_pool;
@@ -94,11 +97,17 @@ int tg_task_release_hold(tg_task *t);
  * The release store of the final state publishes everything the finisher wrote before the
  * call (a result, an exception). */
 int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task *), void *ctx);
-/* Asks that a claimed task not run: if it has not been handed out yet, it will be with skip=1
- * (its dependents are then cancelled too). No effect on a task already running or finished.
- * Release: a hand-out that sees the flag sees what the canceller wrote before. */
-void tg_task_cancel(tg_task *t, tg_poison why);
-/* The poison reason, read with acquire (pairs with the release in tg_task_cancel). */
+/* Asks that a claimed task not run. Returns 1 if this call stored the reason: the task has
+ * not been handed out and never runs (it is handed out with skip=1, and its dependents are
+ * cancelled too). Returns 0 if a reason was stored before or the task has started
+ * (tg_task_start won): no effect. Exactly one of a cancel and the start wins. Release: a
+ * hand-out that sees the reason sees what the canceller wrote before. */
+int tg_task_cancel(tg_task *t, tg_poison why);
+/* The hand-out's half of the race with tg_task_cancel: 1 if the task may run (it is marked
+ * started: later cancels fail), 0 if a reason not to run was stored first. */
+int tg_task_start(tg_task *t);
+/* The poison reason (or TG_POISON_STARTED), read with acquire (pairs with the release in
+ * tg_task_cancel). */
 int tg_task_poisoned(const tg_task *t);
 /* The state, read with acquire (pairs with the release store in tg_task_finish). */
 int tg_task_state(const tg_task *t);

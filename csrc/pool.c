@@ -147,6 +147,14 @@ void tg_pool_stats(tg_pool *p, int w, int64_t *out) {
         out[k] = atomic_load_explicit(&p->w[w].stats[k], memory_order_relaxed); /* see stat_inc */
 }
 
+int tg_pool_sleeping(tg_pool *p) {
+    int n = 0;
+    for (int i = 0; i < p->n; i++)
+        /* Relaxed: a snapshot of each worker's state, synchronising with nothing. */
+        n += atomic_load_explicit(&p->w[i].sleeping, memory_order_relaxed) == PARKED_IDLE;
+    return n;
+}
+
 int tg_pool_is_shutdown(const tg_pool *p) {
     /* seq_cst: pairs with the store in tg_pool_shutdown. */
     return atomic_load_explicit(&((tg_pool *)p)->shutdown, memory_order_seq_cst);
@@ -368,9 +376,10 @@ static tg_find hand_out(tg_pool *p, int w, uint64_t item, int stolen, tg_task **
     tg_task *t = (tg_task *)(uintptr_t)item;
     t->worker = w;
     t->stolen = (uint8_t)stolen;
-    /* Acquire (tg_task_poisoned): pairs with the canceller's release. The run's flag may be
-     * seen late (see tg_run_cancel). */
-    t->skip = tg_task_poisoned(t) != TG_POISON_NONE || tg_run_is_cancelled(t->run);
+    /* tg_task_start: the task is marked started unless a reason not to run was stored first
+     * (its acq_rel CAS pairs with the canceller's release). The run's flag may be seen late
+     * (see tg_run_cancel). */
+    t->skip = !tg_task_start(t) || tg_run_is_cancelled(t->run);
     /* Relaxed: informational; the final state is what other threads synchronise on. */
     atomic_store_explicit(&t->state, TG_RUNNING, memory_order_relaxed);
     stat_inc(&p->w[w], TG_STAT_RUN);

@@ -58,6 +58,9 @@ TG_API void tg_pool_free(tg_pool *p);
 TG_API void tg_pool_shutdown(tg_pool *p);
 TG_API int tg_pool_is_shutdown(const tg_pool *p);
 TG_API int tg_pool_workers(const tg_pool *p);
+/* How many workers are parked waiting for new work right now (a snapshot, for tests and
+ * tools: the no-lost-wake-up test waits until every worker sleeps before it submits). */
+TG_API int tg_pool_sleeping(tg_pool *p);
 void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end);
 /* Tests only: probe(ctx, w) is called by a worker about to park, after it has registered as a
  * sleeper and before it re-checks the queues (docs/design/sleep.md); a test holds it there to

@@ -26,7 +26,8 @@ typedef struct tg_trace_rec {
     int32_t worker;    /* index of the worker that ran (or skipped) it */
     uint8_t stolen;    /* 1 if the worker took it from another worker's deque */
     uint8_t state;     /* tg_state: done, failed or cancelled */
-    uint16_t pad;
+    uint16_t attempt;  /* 0, or for a task with retries the attempt (each has its record; all
+                        * but the last failed and were retried) */
 } tg_trace_rec;
 
 typedef struct tg_tracebuf tg_tracebuf;

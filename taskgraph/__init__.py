@@ -13,8 +13,9 @@ Calling a task inside a running task spawns it at once onto the worker's deque (
 ``node.result()`` joins it. See README.md and docs/api.md.
 """
 from taskgraph._native import GILWarning, core, gil_enabled
-from taskgraph.errors import CancelledError, SchedulerClosedError, TaskgraphError
-from taskgraph.task import Task, task
+from taskgraph.errors import (BrokenSchedulerError, CancelledError, SchedulerClosedError,
+                              TaskgraphError)
+from taskgraph.task import Task, cancelled, task
 from taskgraph.serial import serial
 from taskgraph.scheduler import (Scheduler, current_scheduler, default_scheduler, usable_cpus,
                                  use_scheduler)
@@ -30,6 +31,6 @@ __all__ = [
     "usable_cpus", "CancelledError", "SchedulerClosedError", "TaskgraphError", "GILWarning",
     "gil_enabled", "trace", "Trace", "TaskRecord", "TraceFormatError", "visualize",
     "GraphvizError", "write_trace_files", "current_scheduler", "use_scheduler", "save", "load",
-    "GraphFileError",
+    "GraphFileError", "cancelled", "BrokenSchedulerError",
 ]
 __version__ = "0.1.0"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import cloudpickle
 
 from taskgraph._native import core
+from taskgraph.task import Task
 
 __all__ = ["Entry", "walk", "export", "pickling_error"]
 
@@ -33,6 +34,14 @@ class Entry:
     nargs: int      # how many of args are positional
     kwnames: tuple  # the keyword names
     deps: tuple     # indices of the entries it depends on, in the order of the Refs
+    retries: int = 0         # the task's retry options (Task(..., retries=, retry_on=))
+    retry_on: object = None
+
+    def task(self):
+        """The entry's function as a Task with its name and retry options: a module-level
+        task is then pickled by reference (Task.__reduce__)."""
+        return Task(self.fn, name=self.name, retries=self.retries,
+                    retry_on=self.retry_on if self.retries else None)
 
 
 def walk(targets):
@@ -68,12 +77,13 @@ def export(nodes):
         inputs = core._inputs(n)
         if inputs is None:
             raise ValueError(f"node {n.key} ran while its graph was being exported")
-        fn, args, nargs, kwnames = inputs
+        fn, args, nargs, kwnames, retries, retry_on = inputs
         mine = [d for d in n.dependencies if d in index]
         entries.append(Entry(key=n.key, name=n.name, fn=fn,
                              args=core.to_refs(args, {d: k for k, d in enumerate(mine)}, n.name),
                              nargs=nargs, kwnames=tuple(kwnames or ()),
-                             deps=tuple(index[d] for d in mine)))
+                             deps=tuple(index[d] for d in mine), retries=retries,
+                             retry_on=retry_on))
         index[n] = len(entries) - 1
     return entries, index
 

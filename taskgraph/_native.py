@@ -54,6 +54,7 @@ void tg_pool_free(tg_pool *p);
 void tg_pool_shutdown(tg_pool *p);
 int tg_pool_is_shutdown(const tg_pool *p);
 int tg_pool_workers(const tg_pool *p);
+int tg_pool_sleeping(tg_pool *p);
 void tg_pool_stats(tg_pool *p, int w, int64_t *out);
 int64_t tg_pool_queued(tg_pool *p);
 

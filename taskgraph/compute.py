@@ -49,7 +49,11 @@ def gather(*nodes, **kwargs) -> list:
     """Joins several nodes and returns their results as a list: ``gather(a, b)`` or
     ``gather([a, b])``. Same scheduler choice, errors and keywords as ``compute``."""
     if len(nodes) == 1 and not isinstance(nodes[0], Node):
-        nodes = tuple(nodes[0])
+        try:
+            nodes = tuple(nodes[0])
+        except TypeError:
+            raise TypeError(f"gather takes Nodes or one iterable of Nodes, got "
+                            f"{type(nodes[0]).__name__} {nodes[0]!r:.80}") from None
     if not nodes:
         return []
     res = compute(*nodes, **kwargs)

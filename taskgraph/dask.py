@@ -51,10 +51,9 @@ import distributed
 from taskgraph._graph import Entry, export, pickling_error, walk
 from taskgraph._native import core
 from taskgraph.errors import CancelledError, SchedulerClosedError, TaskgraphError
-from taskgraph.runs import raise_first_error
+from taskgraph.runs import check_timeout, raise_first_error
 from taskgraph.scheduler import use_scheduler
 from taskgraph.serial import run_serially
-from taskgraph.task import Task
 from taskgraph.trace import TaskRecord, _add_records, open_trace
 
 __all__ = ["DaskScheduler"]
@@ -134,7 +133,7 @@ def _payload(node_key, dkey, entry, parent, dep_keys, traced):
     here, before anything is submitted. Traces name tasks by their dask keys (node keys are
     unique only within the process that made the nodes)."""
     # As a Task: a module-level task then travels by reference (Task.__reduce__).
-    doc = {"key": node_key, "dkey": dkey, "name": entry.name, "fn": Task(entry.fn, name=entry.name),
+    doc = {"key": node_key, "dkey": dkey, "name": entry.name, "fn": entry.task(),
            "args": entry.args, "nargs": entry.nargs, "kwnames": entry.kwnames,
            "parent": parent, "deps": dep_keys, "traced": traced}
     try:
@@ -178,21 +177,22 @@ class DaskScheduler:
     def compute(self, *args, timeout: float | None = None, progress: bool = False):
         """As ``taskgraph.compute`` on the cluster: returns args with the Nodes replaced by their
         values. ``progress`` is accepted for the same signature and ignored (dask has its
-        dashboard). Errors as locally (see the module); ``timeout`` raises ``TimeoutError`` and
-        leaves the work running (the Nodes finish when it does)."""
+        dashboard). Errors as locally (see the module); ``timeout`` is a deadline, as locally:
+        what the compute submitted is cancelled on the cluster and ``TimeoutError`` raised."""
         if self.closed:
             raise SchedulerClosedError(f"{self!r}: the client is {self.client.status}")
+        check_timeout(timeout)
         nodes = core.scan(args)
         if core.in_serial():
             run_serially(nodes)
             root = None
         else:
-            root = self._compute_nodes(nodes, timeout)
+            root = self._compute_nodes(nodes, timeout, cancel_on_timeout=True)
         raise_first_error(nodes, _Root(root))
         out = core.substitute(args)
         return out[0] if len(out) == 1 else out
 
-    def _compute_nodes(self, nodes, timeout=None):
+    def _compute_nodes(self, nodes, timeout=None, cancel_on_timeout=False):
         """Runs the lazy graph under nodes on the cluster and finishes the target nodes.
         Returns the exception of the first task that failed (the root cause), or None."""
         targets = list(dict.fromkeys(nodes))  # unique, in order
@@ -227,7 +227,7 @@ class DaskScheduler:
             want = [t for t in claimed if t in index]
             if want:
                 futures = self.client.get(dsk, [keys[index[t]] for t in want], sync=False)
-            root = self._wait(want, futures, timeout)
+            root = self._wait(want, futures, timeout, cancel_on_timeout)
         except _Timeout:  # the work goes on; the nodes finish when it does
             raise
         except BaseException as e:
@@ -245,7 +245,7 @@ class DaskScheduler:
             self._collect_traces()
         return root
 
-    def _wait(self, targets, futures, timeout):
+    def _wait(self, targets, futures, timeout, cancel_on_timeout):
         """Waits for the futures of the targets; settles each target. Fail fast: the first
         failure cancels the rest. (Ctrl-C: the caller cancels.) Each future reports its end on
         a queue (one callback each: no rescan of the pending set per wake-up); the wait wakes
@@ -261,10 +261,16 @@ class DaskScheduler:
         while pending:
             left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
             if left <= 0:
-                for fut, node in pending.items():  # finish them when the work does
+                if cancel_on_timeout:  # compute(timeout=): a deadline
+                    self.client.cancel(list(pending))
+                    for node in pending.values():
+                        _cancel_node(node, f"the compute timed out after {timeout} s")
+                    raise _Timeout(f"compute did not finish within {timeout} s: what it "
+                                   "submitted was cancelled on the cluster")
+                for fut, node in pending.items():  # result(timeout): finish them when the work does
                     fut.add_done_callback(lambda f, n=node: _settle_from(n, f))
-                raise _Timeout(f"compute did not finish within {timeout} s (the work goes "
-                               "on; call result() to wait again)")
+                raise _Timeout(f"not done within {timeout} s (the work goes on; call result() "
+                               "to wait again)")
             try:
                 batch = [ended.get(timeout=left)]
             except queue.Empty:
@@ -298,7 +304,8 @@ class DaskScheduler:
                     key=r["key"], name=r["name"], worker=i, scheduler=0,  # 0: a cluster
                     start=r["start"] + offset, end=r["end"] + offset, own=r["own"],
                     parent=r["parent"], deps=list(r["deps"]), stolen=False, state=r["state"],
-                    error_type=r["error_type"], error=r["error"], where=addr))
+                    error_type=r["error_type"], error=r["error"], where=addr,
+                    attempt=r["attempt"]))
         _add_records(tr, recs)
 
 
@@ -362,11 +369,12 @@ class _TaskContext:
             if d not in self.children and not d.done():
                 self.wait(d, None)
         try:
-            fn, args, nargs, kwnames = core._inputs(node)
+            fn, args, nargs, kwnames, retries, retry_on = core._inputs(node)
             index = {d: i for i, d in enumerate(deps)}
             args = core.to_refs(args, index, node.name)
             entry = Entry(node.key, node.name, fn, args, nargs, tuple(kwnames or ()),
-                          tuple(range(len(deps))))  # Ref(k) = the k-th future passed along
+                          tuple(range(len(deps))),  # Ref(k) = the k-th future passed along
+                          retries=retries, retry_on=retry_on)
             payload = _payload(node.key, _dask_key(node), entry, self.dkey,
                                [_dask_key(d) for d in deps], self.traced)
             fut = distributed.get_client().submit(_run_remote, payload, *[self.children[d] for d in deps],
@@ -420,52 +428,85 @@ class _TaskContext:
         return unobserved
 
 
-def _run_remote(payload, *deps):
-    """A taskgraph task on a dask worker: its arguments filled in, run with this thread's
-    backend set to the cluster, recorded if its compute is traced."""
-    p = cloudpickle.loads(payload)
-    key, traced = p["key"], p["traced"]
-    ctx = _TaskContext(key, p["dkey"], traced)
-    start = time.time_ns()
-    t0 = time.perf_counter_ns()
-    state, err = "done", None
-    client = distributed.get_client()
-    prev = core.set_backend(ctx)
+def _call_once(p, ctx, deps):
+    """One call of the task: its value, or its exception raised after its children were synced
+    (cancelled first); a child failure nobody looked at fails it, as locally."""
+    key = p["key"]
     try:
-        with use_scheduler(DaskScheduler(client)):
-            args = core.from_refs(p["args"], deps, p["name"])
-            nargs = p["nargs"]
-            value = p["fn"].fn(*args[:nargs], **dict(zip(p["kwnames"], args[nargs:])))
-            unobserved = ctx.sync(None)
-            if unobserved:  # as locally: the first fails the task, other failures become notes
-                first = unobserved[0].exception()
-                for n in unobserved[1:]:
-                    if n.state == "failed":
-                        try:
-                            first.add_note(f"taskgraph: task {key} also had child task {n.key} "
-                                           f"fail, unobserved: {type(n.exception()).__name__}: "
-                                           f"{n.exception()}")
-                        except (AttributeError, TypeError):  # pragma: no cover
-                            pass
-                raise first
-        return value
+        args = core.from_refs(p["args"], deps, p["name"])
+        nargs = p["nargs"]
+        value = p["fn"].fn(*args[:nargs], **dict(zip(p["kwnames"], args[nargs:])))
     except BaseException as e:
-        err = e
-        state = "failed"
         try:
             ctx.sync(e)
         except BaseException:  # pragma: no cover - syncing after a failure
             pass
-        _note(e, key)
         raise
+    unobserved = ctx.sync(None)
+    if unobserved:  # as locally: the first fails the task, other failures become notes
+        first = unobserved[0].exception()
+        for n in unobserved[1:]:
+            if n.state == "failed":
+                try:
+                    first.add_note(f"taskgraph: task {key} also had child task {n.key} fail, "
+                                   f"unobserved: {type(n.exception()).__name__}: {n.exception()}")
+                except (AttributeError, TypeError):  # pragma: no cover
+                    pass
+        raise first
+    return value
+
+
+def _retried(task, exc, attempt):
+    """Whether failed attempt `attempt` (0-based) is run again (the rules of csrc/py/worker.c)."""
+    return (attempt < task.retries and isinstance(exc, task.retry_on)
+            and not isinstance(exc, (CancelledError, SchedulerClosedError)))
+
+
+def _record(p, state, err, start, t0, join_ns, attempt, key=None):
+    wall = time.perf_counter_ns() - t0
+    with _RECORDS_LOCK:
+        _RECORDS.append({"key": key or p["dkey"], "name": p["name"], "parent": p["parent"],
+                         "deps": p["deps"], "start": start, "end": start + wall,
+                         "own": max(0, wall - join_ns), "state": state,
+                         "error_type": type(err).__name__ if err else None,
+                         "error": str(err) if err else None, "attempt": attempt})
+
+
+def _run_remote(payload, *deps):
+    """A taskgraph task on a dask worker: its arguments filled in, run with this thread's
+    backend set to the cluster (again on a failure to retry), recorded if its compute is
+    traced."""
+    p = cloudpickle.loads(payload)
+    key, traced, task = p["key"], p["traced"], p["fn"]
+    ctx = _TaskContext(key, p["dkey"], traced)
+    client = distributed.get_client()
+    prev = core.set_backend(ctx)
+    attempt = 0
+    try:
+        with use_scheduler(DaskScheduler(client)):
+            while True:
+                start, t0, ctx.join_ns = time.time_ns(), time.perf_counter_ns(), 0
+                try:
+                    value = _call_once(p, ctx, deps)
+                except BaseException as e:
+                    if not _retried(task, e, attempt):
+                        _note(e, key)
+                        if attempt:
+                            try:
+                                e.add_note(f"taskgraph: task {key} failed {attempt + 1} times "
+                                           f"(retries={task.retries})")
+                            except (AttributeError, TypeError):  # pragma: no cover
+                                pass
+                        if traced:
+                            _record(p, "failed", e, start, t0, ctx.join_ns, attempt + 1)
+                        raise
+                    if traced:
+                        _record(p, "retried", e, start, t0, ctx.join_ns, attempt + 1,
+                                key=f"{p['dkey']}#{attempt + 1}")
+                    attempt += 1
+                    continue
+                if traced:
+                    _record(p, "done", None, start, t0, ctx.join_ns, attempt + 1)
+                return value
     finally:
         core.set_backend(prev)
-        if traced:
-            end = time.time_ns()
-            wall = time.perf_counter_ns() - t0
-            with _RECORDS_LOCK:
-                _RECORDS.append({"key": p["dkey"], "name": p["name"], "parent": p["parent"],
-                                 "deps": p["deps"], "start": start, "end": start + wall,
-                                 "own": max(0, wall - ctx.join_ns), "state": state,
-                                 "error_type": type(err).__name__ if err else None,
-                                 "error": str(err) if err else None})

@@ -4,7 +4,7 @@ import concurrent.futures
 
 from taskgraph._native import core
 
-__all__ = ["CancelledError", "SchedulerClosedError", "TaskgraphError"]
+__all__ = ["CancelledError", "SchedulerClosedError", "TaskgraphError", "BrokenSchedulerError"]
 
 
 class TaskgraphError(Exception):
@@ -21,5 +21,13 @@ class SchedulerClosedError(TaskgraphError, RuntimeError):
     """A closed scheduler was asked to run something, or a node it owned was awaited."""
 
 
+class BrokenSchedulerError(SchedulerClosedError):
+    """The scheduler failed internally (like ``concurrent.futures.BrokenExecutor``): a worker
+    thread stopped, or storing a result or recording a trace failed. Every compute that was
+    running raises it, every node that had not run is cancelled with it as the cause, new
+    computes raise it; ``close()`` still works. The message says what failed. Subclass of
+    ``SchedulerClosedError``: the scheduler cannot be used any more."""
+
+
 core._configure(CancelledError=CancelledError, SchedulerClosedError=SchedulerClosedError,
-                TaskgraphError=TaskgraphError)
+                TaskgraphError=TaskgraphError, BrokenSchedulerError=BrokenSchedulerError)

@@ -7,7 +7,7 @@ import time
 
 from taskgraph._native import core
 
-__all__ = ["compute_nodes", "raise_first_error", "WAIT_SLICE"]
+__all__ = ["compute_nodes", "raise_first_error", "check_timeout", "WAIT_SLICE"]
 
 # How often a thread waiting in compute() wakes up. Free-threaded CPython frees an object in
 # the thread that created it: nodes built on the caller's thread and dropped by the workers are
@@ -16,11 +16,24 @@ __all__ = ["compute_nodes", "raise_first_error", "WAIT_SLICE"]
 WAIT_SLICE = 0.002
 
 
-def compute_nodes(sched, nodes, timeout=None, progress=False):
+def check_timeout(timeout):
+    """A compute's timeout: None or a number >= 0 (TypeError / ValueError naming it), checked
+    before anything is submitted."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number >= 0 or None, got {type(timeout).__name__} "
+                        f"{timeout!r:.80}")
+    if not timeout >= 0:  # also NaN
+        raise ValueError(f"timeout must be a number >= 0 or None, got {timeout!r}")
+
+
+def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=False):
     """Submits the lazy graph under nodes to sched as one run and waits until every node has
     finished. Returns the run (None when nothing had to run). Ctrl-C cancels the run and
-    re-raises within about half a second; a timeout raises TimeoutError and leaves the work
-    running."""
+    re-raises within about half a second. A timeout raises TimeoutError; with
+    cancel_on_timeout (compute's deadline) it first cancels what has not started, else
+    (result(timeout)) the work goes on."""
     pending = [n for n in nodes if not n.done()]
     if not pending:
         return None
@@ -33,7 +46,7 @@ def compute_nodes(sched, nodes, timeout=None, progress=False):
         total = sched._engine.submit(run, pending)
         if bar is not None:
             bar.set_total(total)
-        _wait_run(run, timeout, bar)
+        _wait_run(run, timeout, bar, cancel_on_timeout)
     except KeyboardInterrupt:
         run.cancel("interrupted (KeyboardInterrupt)")
         run.wait(0.5)  # give running tasks a moment; never longer
@@ -48,7 +61,7 @@ def compute_nodes(sched, nodes, timeout=None, progress=False):
     return run
 
 
-def _wait_run(run, timeout, bar):
+def _wait_run(run, timeout, bar, cancel_on_timeout):
     deadline = None if timeout is None else time.monotonic() + timeout
     last_bar = time.monotonic()
     while True:
@@ -56,8 +69,13 @@ def _wait_run(run, timeout, bar):
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"compute did not finish within {timeout} s "
-                                   "(the work goes on; call result() to wait again)")
+                if cancel_on_timeout:
+                    run.cancel(f"the compute timed out after {timeout} s")
+                    raise TimeoutError(f"compute did not finish within {timeout} s: what had "
+                                       "not started was cancelled (tasks still running finish "
+                                       "in the background; they can check tg.cancelled())")
+                raise TimeoutError(f"not done within {timeout} s (the work goes on; call "
+                                   "result() to wait again)")
             step = min(step, left)
         if run.wait(step):
             if bar is not None:

@@ -17,6 +17,7 @@ import struct
 import cloudpickle
 
 from taskgraph._graph import export, pickling_error, walk
+from taskgraph._paths import fspath
 from taskgraph._native import core
 from taskgraph.task import Task
 
@@ -36,6 +37,9 @@ class GraphFileError(ValueError):
 
 def _targets(nodes):
     single = isinstance(nodes, Node)
+    if not single and not hasattr(type(nodes), "__iter__"):
+        raise TypeError(f"tg.save takes a Node or a list of Nodes, got {type(nodes).__name__} "
+                        f"{nodes!r:.80}")
     targets = [nodes] if single else list(nodes)
     for t in targets:
         if not isinstance(t, Node):
@@ -52,6 +56,7 @@ def save(nodes, path) -> None:
     be written. Inside or outside a worker alike; nothing runs.
     """
     single, targets = _targets(nodes)
+    path = fspath(path, "tg.save")
     order, other = walk(targets)
     if other:
         n = other[0]
@@ -59,15 +64,16 @@ def save(nodes, path) -> None:
                          "it, or once it has finished)")
     entries, index = export(order)
     outs = [("ref", index[t]) if t in index else ("value", t.result()) for t in targets]
-    # Functions as Tasks: a module-level task is then saved by reference (Task.__reduce__).
-    rows = [(e.key, e.name, Task(e.fn, name=e.name), e.args, e.nargs, e.kwnames, e.deps)
+    # Functions as Tasks (with their names and retry options): a module-level task is then
+    # saved by reference (Task.__reduce__).
+    rows = [(e.key, e.name, e.task(), e.args, e.nargs, e.kwnames, e.deps)
             for e in entries]
     try:
         payload = cloudpickle.dumps({"entries": rows, "targets": outs, "single": single})
     except Exception as exc:
         err = pickling_error(entries, exc, "cannot be pickled (the graph was not saved)")
         raise err from err.__cause__
-    tmp = f"{os.fspath(path)}.tmp"
+    tmp = f"{path}.tmp"
     try:
         with open(tmp, "wb") as f:
             f.write(MAGIC + _HEAD.pack(FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest()))
@@ -91,6 +97,7 @@ def load(path):
     unpickled); ``OSError`` if it cannot be read. Outside a worker the Nodes are lazy; inside a
     task, building them spawns them, as calling the tasks there would.
     """
+    path = fspath(path, "tg.load")
     with open(path, "rb") as f:
         data = f.read()
     if not data.startswith(MAGIC):
@@ -116,7 +123,9 @@ def load(path):
     nodes = []
     for key, name, fn, args, nargs, kwnames, deps in rows:
         args = core.from_refs(args, [nodes[j] for j in deps], name)
-        node = Task(fn, name=name)(*args[:nargs], **dict(zip(kwnames, args[nargs:])))  # fn: a Task
+        if not isinstance(fn, Task):
+            raise GraphFileError(f"{path}: unreadable taskgraph graph file (row {key!r} holds no task)")
+        node = fn(*args[:nargs], **dict(zip(kwnames, args[nargs:])))  # the Task, as saved
         nodes.append(node)
     results = [nodes[v] if kind == "ref" else v for kind, v in outs]
     return results[0] if single else results

@@ -14,8 +14,8 @@ import time
 import weakref
 
 from taskgraph._native import core, ffi, lib
-from taskgraph.errors import SchedulerClosedError, TaskgraphError
-from taskgraph.runs import compute_nodes, raise_first_error
+from taskgraph.errors import BrokenSchedulerError, SchedulerClosedError, TaskgraphError
+from taskgraph.runs import check_timeout, compute_nodes, raise_first_error
 from taskgraph.serial import run_serially
 
 __all__ = ["Scheduler", "default_scheduler", "current_scheduler", "use_scheduler",
@@ -30,6 +30,10 @@ class use_scheduler:
     that compute() and result() use in this thread while the block runs. Nests."""
 
     def __init__(self, scheduler):
+        if not hasattr(scheduler, "_compute_nodes") or not hasattr(scheduler, "closed"):
+            raise TypeError("use_scheduler needs a taskgraph.Scheduler or a backend such as "
+                            f"taskgraph.dask.DaskScheduler, got {type(scheduler).__name__} "
+                            f"{scheduler!r:.80}")
         self.scheduler = scheduler
 
     def __enter__(self):
@@ -42,6 +46,7 @@ class use_scheduler:
             _current.set(stack[:-1])
 
 _scheduler_numbers = itertools.count(1)
+_JOIN_SLICE = 0.05  # close() joins the workers in slices, so that Ctrl-C interrupts it
 
 #: Default bound on nested helping (docs/design/scheduler.md): joins nested deeper than this
 #: on one thread stop stealing and only run their own children or wait.
@@ -100,7 +105,9 @@ class Scheduler:
                                    self.number, max_help_depth,
                                    f"<taskgraph.Scheduler #{self.number} workers={workers}>")
         self._close_lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._engine.work, args=(i,),
+        self._drained = False  # close() has drained the queues (after every worker returned)
+        me = weakref.ref(self)  # the threads must not keep the scheduler alive
+        self._threads = [threading.Thread(target=_worker_main, args=(self._engine, i, me),
                                           name=f"taskgraph-{self.number}-w{i}", daemon=True)
                          for i in range(workers)]
         _by_engine[self._engine] = self
@@ -127,6 +134,13 @@ class Scheduler:
         """Whether close() has begun."""
         return self._engine.closed
 
+    @property
+    def broken(self) -> str | None:
+        """Why the scheduler is broken (an internal failure: a worker thread stopped, storing a
+        result or recording a trace failed), or None. A broken scheduler cancelled everything
+        it was running (``BrokenSchedulerError``) and refuses new work; close it."""
+        return self._engine.broken
+
     # ------------------------------------------------------------------ public API
     def compute(self, *args, timeout: float | None = None, progress: bool = False):
         """Computes every Node in args (anywhere inside lists, tuples, dicts, sets,
@@ -137,7 +151,10 @@ class Scheduler:
         * Outside a worker: blocks until done. Ctrl-C cancels everything not started, returns
           within about half a second by re-raising KeyboardInterrupt, and leaves the
           scheduler usable (tasks already running finish in the background).
-          ``timeout`` raises ``TimeoutError`` and leaves the work running.
+          ``timeout`` (seconds) is a deadline for the whole compute: when it passes, what has
+          not started is cancelled and ``TimeoutError`` is raised (tasks already running
+          finish in the background and can check ``tg.cancelled()``). To wait without
+          cancelling, use ``node.result(timeout)``.
         * Inside a task of this scheduler: the nodes join the current run and the call joins
           them like ``result()`` (the worker keeps working meanwhile); ``timeout`` is refused
           there (``TaskgraphError``).
@@ -145,9 +162,13 @@ class Scheduler:
         * On error: raises the first failure's own exception (original traceback plus a note
           naming the task and worker); everything in the run not started yet is cancelled.
           A node that could not run because of a closed scheduler raises CancelledError.
-        * On a closed scheduler: ``SchedulerClosedError``.
+        * On a closed scheduler: ``SchedulerClosedError``; on a broken one (an internal
+          failure) ``BrokenSchedulerError``, also raised by a compute running when it broke.
+        * Cancelling: ``node.cancel()`` on one of its nodes (from any thread) stops the whole
+          compute: what has not started is cancelled and it raises ``CancelledError``.
         """
         self._check_open()
+        check_timeout(timeout)
         nodes = core.scan(args)
         run = None
         if core.current_engine() is self._engine:
@@ -159,7 +180,7 @@ class Scheduler:
         elif core.in_serial():
             run_serially(nodes)
         else:
-            run = compute_nodes(self, nodes, timeout, progress)
+            run = compute_nodes(self, nodes, timeout, progress, cancel_on_timeout=True)
         raise_first_error(nodes, run)
         out = core.substitute(args)
         return out[0] if len(out) == 1 else out
@@ -182,7 +203,9 @@ class Scheduler:
         joins the worker threads. Idempotent; a second caller returns once the first has
         finished closing. Inside one of its own tasks: TaskgraphError. After close, compute()
         raises SchedulerClosedError; nodes it finished keep their results; nodes it never
-        ran raise CancelledError."""
+        ran raise CancelledError. Ctrl-C while close() waits for a running task raises
+        KeyboardInterrupt at once: the scheduler is closed (nothing new starts) and calling
+        close() again finishes the job. Works on a broken scheduler too."""
         self._close(None)
 
     # ------------------------------------------------------------------ internals
@@ -193,27 +216,60 @@ class Scheduler:
                                  f"{node.key if node is not None else '?'}; it would wait for "
                                  "itself")
         with self._close_lock:
-            first = self._engine.begin_close(f"{self!r} was closed")
+            self._engine.begin_close(f"{self!r} was closed")
             lib.tg_pool_shutdown(self._pool)
             deadline = None if timeout is None else time.monotonic() + timeout
-            for th in self._threads:
-                th.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            for th in self._threads:  # in slices: Ctrl-C is seen at once
+                while th.is_alive() and (deadline is None or time.monotonic() < deadline):
+                    th.join(_JOIN_SLICE if deadline is None
+                            else max(0.0, min(_JOIN_SLICE, deadline - time.monotonic())))
             if any(th.is_alive() for th in self._threads):
                 running = [th.name for th in self._threads if th.is_alive()]
                 sys.stderr.write(f"taskgraph: {self!r}: tasks still running at exit on "
                                  f"{', '.join(running)}; leaving them\n")
                 return
-            if first:
+            if not self._drained:  # the first close to get here (one interrupted before may not)
                 self._engine.drain()
+                self._drained = True
                 _live.discard(self)
 
     def _check_open(self):
+        broken = self._engine.broken
+        if broken is not None:
+            raise BrokenSchedulerError(f"{self!r} is broken: {broken}")
         if self._engine.closed:
             raise SchedulerClosedError(f"{self!r} is closed")
+
+    def _worker_stopped(self, index):
+        """Worker thread `index` stopped with an error (the engine is broken already): the
+        others stop too, and what is left in the queues is cancelled, so that nothing waits
+        forever. Runs on the stopped worker's thread."""
+        lib.tg_pool_shutdown(self._pool)
+        me = threading.current_thread()
+        for th in self._threads:
+            if th is not me:
+                th.join()
+        # Every other worker has returned; close() (which joins this thread before it drains)
+        # cannot drain at the same time.
+        self._engine.drain()
+
 
     def _compute_nodes(self, nodes, timeout=None, progress=False):
         self._check_open()
         return compute_nodes(self, nodes, timeout, progress)
+
+
+def _worker_main(engine, index, ref):
+    """A worker thread's life. Running a task never fails, so work() returns only when the pool
+    shuts down, unless the worker itself fails (injected in the tests): the scheduler is then
+    broken, like a BrokenThreadPool."""
+    try:
+        engine.work(index)
+    except BaseException as e:
+        engine.break_(f"worker {index} of {engine.label} stopped: {type(e).__name__}: {e}")
+        s = ref()
+        if s is not None:
+            s._worker_stopped(index)
 
 
 # ---------------------------------------------------------------------- module-level state

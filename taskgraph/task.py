@@ -4,18 +4,33 @@ from __future__ import annotations
 
 from taskgraph._native import core
 
-__all__ = ["Task", "task"]
+__all__ = ["Task", "task", "cancelled"]
 
 Task = core.Task
 _NO_FN = object()
 
 
-def task(fn=_NO_FN, *, name: str | None = None):
-    """Make a function into a task: ``@task``, ``@task(name="fib")`` or ``task(f)``.
+def task(fn=_NO_FN, *, name: str | None = None, retries: int = 0, retry_on=None):
+    """Make a function into a task: ``@task``, ``@task(name="fib", retries=3)`` or ``task(f)``.
 
-    Errors: a non-callable raises ``TypeError`` naming it; so does a bad ``name``. Nothing runs
-    at decoration time, inside or outside a worker.
+    ``retries=N``: a call that raises one of the ``retry_on`` exception classes (default
+    ``Exception``) is run again at once, on the same worker, up to N more times; each attempt
+    is recorded in a trace; the final failure carries a note saying how many times it ran. A
+    cancellation or a closed scheduler is never retried, nor a task whose node was cancelled.
+
+    Errors: a non-callable raises ``TypeError`` naming it; so do a bad ``name`` and a bad
+    ``retry_on``; ``retries`` outside 0..1000 raises ``ValueError``. Nothing runs at
+    decoration time, inside or outside a worker.
     """
     if fn is _NO_FN:
-        return lambda f: Task(f, name=name)
-    return Task(fn, name=name)
+        return lambda f: Task(f, name=name, retries=retries, retry_on=retry_on)
+    return Task(fn, name=name, retries=retries, retry_on=retry_on)
+
+
+def cancelled() -> bool:
+    """Inside a task: whether it was asked to stop, so that a long task can return early
+    (cooperative cancellation, like checking a cancellation token): ``node.cancel()`` was called
+    on its node or on a task that spawned it, or its compute was cancelled (a failure elsewhere
+    in it, Ctrl-C, a compute timeout, ``close()``). Outside a task, and in serial mode: False.
+    Never raises; costs a few pointer reads."""
+    return core.cancelled()

@@ -24,12 +24,13 @@ import msgpack
 
 from taskgraph._analysis import analyse
 from taskgraph._native import core, ffi, lib
+from taskgraph._paths import fspath
 from taskgraph.viz import GraphvizError, draw_trace
 
 __all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace", "write_trace_files"]
 
 FORMAT = "taskgraph-trace"
-VERSION = 2  # 2 added `where` (the worker's address for cluster runs); 1 is still read
+VERSION = 3  # 2 added `where` (a cluster worker's address), 3 `attempt`; 1 and 2 are read
 
 
 class TraceFormatError(ValueError):
@@ -49,10 +50,12 @@ class TaskRecord:
     parent: str | None      # key of the task that spawned it
     deps: list = field(default_factory=list)   # keys of its data dependencies
     stolen: bool = False
-    state: str = "done"     # done / failed / cancelled
+    state: str = "done"     # done / failed / cancelled, or retried (a failed attempt, run again)
     error_type: str | None = None
     error: str | None = None
     where: str | None = None  # the worker's address, for a task run on a cluster (dask)
+    attempt: int = 1        # which run of a task with retries this is (its earlier, retried
+                            # attempts have keys "<key>#<attempt>")
 
     @property
     def duration(self) -> int:
@@ -65,7 +68,30 @@ class TaskRecord:
 
 
 _FIELDS = ("key", "name", "worker", "scheduler", "start", "end", "own", "parent", "deps",
-           "stolen", "state", "error_type", "error", "where")
+           "stolen", "state", "error_type", "error", "where", "attempt")
+# The fields of each version (later versions only add fields at the end).
+_VERSION_FIELDS = {1: _FIELDS[:-2], 2: _FIELDS[:-1], 3: _FIELDS}
+STATES = ("done", "failed", "cancelled", "retried")
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_opt_str(v):
+    return v is None or isinstance(v, str)
+
+
+# What Trace.load accepts in each field of a record (anything else: a damaged file).
+_FIELD_OK = {
+    "key": lambda v: isinstance(v, str), "name": lambda v: isinstance(v, str),
+    "worker": _is_int, "scheduler": _is_int, "start": _is_int, "end": _is_int, "own": _is_int,
+    "parent": _is_opt_str, "deps": lambda v: isinstance(v, list) and all(isinstance(d, str) for d in v),
+    "stolen": lambda v: isinstance(v, bool), "state": lambda v: v in STATES,
+    "error_type": _is_opt_str, "error": _is_opt_str, "where": _is_opt_str,
+    "attempt": lambda v: _is_int(v) and v >= 1,
+}
+assert set(_FIELD_OK) == set(_FIELDS)
 
 
 def _gc_callback(phase, info):
@@ -127,6 +153,11 @@ class Trace:
 
     def __init__(self, records=None, meta=None):
         self._records: list[TaskRecord] | None = list(records or [])
+        for r in self._records:
+            if not isinstance(r, TaskRecord):
+                raise TypeError(f"Trace records must be TaskRecords, got {type(r).__name__} {r!r:.80}")
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f"Trace meta must be a dict, got {type(meta).__name__} {meta!r:.80}")
         self.meta = dict(meta or {})
         self._raw = None        # the workers' recorders, read into records on first use
         self._external = []     # records added by other backends (taskgraph.dask)
@@ -172,19 +203,28 @@ class Trace:
         out = []
         dropped = 0
         to_ns, scale = self._clock
+        last = {}  # id -> its last attempt (tasks with retries have a record per attempt)
+        for _, (rows, _, _, _) in raw:
+            for row in rows:
+                a = row[_I["attempt"]]
+                if a > last.get(row[_I["id"]], 0):
+                    last[row[_I["id"]]] = a
         for rec, (rows, objects, dep_ids, lost) in raw:
             dropped += lost
-            for (i, parent, t0, t1, own, doff, nd, name, err, worker, stolen, state, _) in rows:
+            for (i, parent, t0, t1, own, doff, nd, name, err, worker, stolen, state, att) in rows:
                 et, em = objects[err] if err >= 0 else (None, None)
                 nm = objects[name]
                 start = to_ns(t0)
                 end = max(start, to_ns(t1))
+                retried = att < last.get(i, 0)
                 out.append(TaskRecord(
-                    key=_key(nm, i), name=nm, worker=worker, scheduler=rec.scheduler,
+                    key=_key(nm, i) + (f"#{att + 1}" if retried else ""), name=nm, worker=worker,
+                    scheduler=rec.scheduler,
                     start=start, end=end, own=min(round(own * scale), end - start),
                     parent=_key(ids.get(parent, "?"), parent) if parent else None,
                     deps=[_key(ids.get(d, "?"), d) for d in dep_ids[doff:doff + nd]],
-                    stolen=bool(stolen), state=_STATES[state], error_type=et, error=em))
+                    stolen=bool(stolen), state="retried" if retried else _STATES[state],
+                    error_type=et, error=em, attempt=att + 1))
         out.extend(self._external)
         out.sort(key=lambda r: (r.start, r.end))
         if dropped:
@@ -259,15 +299,18 @@ class Trace:
             lines.append(f"  {lane:12} {n:6d} {st:8d} {_ms(busy):>10} {_ms(max(wall - busy, 0)):>10}")
         failed = [r for r in recs if r.state == "failed"]
         cancelled = sum(r.state == "cancelled" for r in recs)
-        if failed or cancelled:
-            lines.append(f"  failed {len(failed)}, cancelled {cancelled}")
+        retried = sum(r.state == "retried" for r in recs)
+        if failed or cancelled or retried:
+            lines.append(f"  failed {len(failed)}, cancelled {cancelled}"
+                         + (f", failed attempts retried {retried}" if retried else ""))
             for r in failed[:5]:
                 lines.append(f"    {r.key}: {r.error_type}: {r.error}")
         return "\n".join(lines)
 
     # --------------------------------------------------------- files
     def save(self, path) -> None:
-        """Writes the trace as msgpack (format "taskgraph-trace", version 1)."""
+        """Writes the trace as msgpack (format "taskgraph-trace", version ``VERSION``)."""
+        path = fspath(path, "Trace.save")
         doc = {"format": FORMAT, "version": VERSION, "meta": self.meta, "fields": list(_FIELDS),
                "records": [[getattr(r, f) for f in _FIELDS] for r in self.records]}
         with open(path, "wb") as f:
@@ -277,6 +320,7 @@ class Trace:
     def load(cls, path) -> "Trace":
         """Reads a trace written by ``save``. A file that is not a taskgraph trace, is
         truncated or damaged raises ``TraceFormatError`` saying so (OSError if unreadable)."""
+        path = fspath(path, "Trace.load")
         with open(path, "rb") as f:
             data = f.read()
         try:
@@ -287,21 +331,26 @@ class Trace:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise TraceFormatError(f"{path}: not a taskgraph trace file")
         version = doc.get("version")
-        if version not in (1, VERSION):
+        if not _is_int(version) or version not in _VERSION_FIELDS:
             raise TraceFormatError(f"{path}: trace version {version!r}, this taskgraph reads "
                                    f"versions 1 to {VERSION}")
         fields = doc.get("fields")
         rows = doc.get("records")
-        want = list(_FIELDS) if version == VERSION else list(_FIELDS[:-1])
-        if list(fields or ()) != want or not isinstance(rows, list):
+        want = list(_VERSION_FIELDS[version])
+        if not isinstance(fields, list) or fields != want or not isinstance(rows, list):
             raise TraceFormatError(f"{path}: damaged taskgraph trace (bad field list)")
-        try:
-            recs = [TaskRecord(**dict(zip(want, row))) for row in rows]
-            for r in recs:
-                if not (isinstance(r.start, int) and isinstance(r.end, int) and isinstance(r.key, str)):
-                    raise TypeError("bad field types")
-        except TypeError as e:
-            raise TraceFormatError(f"{path}: damaged taskgraph trace ({e})") from None
+        recs = []
+        for i, row in enumerate(rows):
+            # Every field is checked, so that a damaged file is refused here rather than
+            # failing later (summary, pictures) with an error about something else.
+            if not isinstance(row, list) or len(row) != len(want):
+                raise TraceFormatError(f"{path}: damaged taskgraph trace (record {i} is not a "
+                                       f"list of {len(want)} fields)")
+            for name, value in zip(want, row):
+                if not _FIELD_OK[name](value):
+                    raise TraceFormatError(f"{path}: damaged taskgraph trace (record {i}: "
+                                           f"{name} is {type(value).__name__} {value!r:.60})")
+            recs.append(TaskRecord(*row))
         meta = doc.get("meta")
         return cls(recs, meta if isinstance(meta, dict) else None)
 
@@ -309,6 +358,8 @@ class Trace:
         """The timeline in Chrome's trace-event format (open in Perfetto or chrome://tracing):
         one process per scheduler, one track per worker, one complete event per task. Returns
         the JSON object; writes it to path if given."""
+        if path is not None:
+            path = fspath(path, "Trace.to_chrome_trace")
         if self.records:
             t0 = min(r.start for r in self.records)
         events = []
@@ -379,7 +430,11 @@ def write_trace_files(tr: Trace, prefix, *, quiet: bool = False) -> list:
     """Writes PREFIX.tgtrace, PREFIX.json (timeline) and PREFIX.svg (executed graph; only
     PREFIX.dot, with a message, when Graphviz is missing) and prints the summary unless quiet.
     Returns the paths written."""
-    d = os.path.dirname(os.fspath(prefix))
+    if not isinstance(tr, Trace):
+        raise TypeError(f"write_trace_files needs a taskgraph.Trace (from `with tg.trace() as "
+                        f"tr:` or Trace.load), got {type(tr).__name__} {tr!r:.80}")
+    prefix = fspath(prefix, "write_trace_files")
+    d = os.path.dirname(prefix)
     if d:
         os.makedirs(d, exist_ok=True)
     written = [f"{prefix}.tgtrace", f"{prefix}.json"]

@@ -44,8 +44,19 @@ def _fmt_ns(ns):
     return f"{ns / 1e3:.0f} us"
 
 
+def _check_threshold(threshold):
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+        raise (ValueError if isinstance(threshold, int) and not isinstance(threshold, bool)
+               else TypeError)(f"threshold must be an int >= 0 (a number of tasks), got "
+                               f"{threshold!r:.80}")
+
+
 def _render(g: graphviz.Digraph, path) -> str:
-    path = os.fspath(path)
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"the picture's path must be a str or os.PathLike, got "
+                        f"{type(path).__name__} {path!r:.80}") from None
     base, ext = os.path.splitext(path)
     fmt = ext.lstrip(".").lower()
     if fmt not in _FORMATS:
@@ -96,6 +107,8 @@ def _legend(g, colors, grouped):
         marks = [("legend_stolen", "stolen (double border)", {"peripheries": "2"}),
                  ("legend_failed", "failed", {"shape": "octagon", "color": "#e31a1c",
                                                "penwidth": "2", "fontcolor": "#e31a1c"}),
+                 ("legend_retried", "failed attempt, retried",
+                  {"shape": "octagon", "style": "dashed", "color": "#ff7f00", "fontcolor": "#ff7f00"}),
                  ("legend_cancelled", "cancelled (never ran)",
                   {"style": "dashed,rounded", "color": "#999999", "fontcolor": "#999999"}),
                  ("legend_crit", "critical path", {"color": _CRIT, "penwidth": "3"})]
@@ -134,6 +147,7 @@ def draw_trace(tr, path, *, threshold: int = DEFAULT_THRESHOLD, detail: str | No
     """
     if detail not in (None, "all", "grouped"):
         raise ValueError(f"detail must be None, 'all' or 'grouped', got {detail!r}")
+    _check_threshold(threshold)
     recs = tr.records
     crit = set(tr.critical_path())
     colors = _lane_colors(recs)
@@ -157,6 +171,8 @@ def _node_attrs(state, stolen, on_crit, color):
         a["peripheries"] = "2"
     if state == "failed":
         a.update(shape="octagon", color="#e31a1c", penwidth="2", fontcolor="#e31a1c")
+    elif state == "retried":
+        a.update(shape="octagon", style="filled,dashed", color="#ff7f00", fontcolor="#ff7f00")
     elif state == "cancelled":
         a.update(style="dashed,rounded", fillcolor="white", color="#999999", fontcolor="#999999")
     if on_crit:
@@ -169,8 +185,8 @@ def _draw_all(g, recs, crit, colors):
     ids = {r.key: f"t{i}" for i, r in enumerate(recs)}
     for r in recs:
         label = f"{r.name}\n{_fmt_ns(r.own)}" if r.state != "cancelled" else f"{r.name}\ncancelled"
-        if r.state == "failed":
-            label = f"{r.name}\nfailed: {r.error_type}"
+        if r.state in ("failed", "retried"):
+            label = f"{r.name}\n{'attempt ' + str(r.attempt) + ' ' if r.state == 'retried' else ''}failed: {r.error_type}"
         g.node(ids[r.key], label, tooltip=f"{r.key} on {r.lane}"
                f"{' (stolen)' if r.stolen else ''}, {_fmt_ns(r.duration)} wall",
                **_node_attrs(r.state, r.stolen, r.key in crit, colors[r.lane]))
@@ -248,7 +264,13 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
     their state), data edges between them. With more than ``threshold`` nodes they are
     grouped by function. Format from the suffix; ``GraphvizError`` if dot is missing (the .dot
     source is written). Works inside and outside workers; it never runs anything."""
-    roots = [nodes] if isinstance(nodes, Node) else list(nodes)
+    roots = [nodes] if isinstance(nodes, Node) else (
+        list(nodes) if hasattr(type(nodes), "__iter__") else [nodes])
+    for n in roots:
+        if not isinstance(n, Node):
+            raise TypeError(f"tg.visualize takes a Node or a list of Nodes, got "
+                            f"{type(n).__name__} {n!r:.80}")
+    _check_threshold(threshold)
     order, seen = [], set()
     stack = list(reversed(roots))
     while stack:  # iterative: chains of any length

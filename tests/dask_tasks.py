@@ -70,3 +70,16 @@ class Adder:
     @tg.task
     def plus(self, x):
         return self.base + x, os.getpid()
+
+
+@tg.task(retries=2)
+def flaky(path, failures):
+    """Fails its first `failures` calls (counted in a file: the attempts may run in different
+    processes), then returns how many calls it took."""
+    with open(path, "a") as f:
+        f.write("x\n")
+    with open(path) as f:
+        calls = len(f.read().splitlines())
+    if calls <= failures:
+        raise ValueError(f"flake {calls}")
+    return calls

@@ -172,13 +172,31 @@ def test_ctrl_c_cancels_the_cluster_work(ds, tmp_path):
     assert tg.compute(T.add(1, 2), scheduler=ds) == 3  # still usable
 
 
-def test_timeout_leaves_the_work_running_and_the_node_finishes(ds, tmp_path):
-    n = T.slow_marked(str(tmp_path / "slow"), 7, 1.0)
+def test_compute_timeout_cancels_and_result_timeout_only_stops_waiting(ds, tmp_path):
+    mark = tmp_path / "slow"
+    nodes = [T.slow_marked(str(mark), i, 0.5) for i in range(10)]  # 2.5 s on 2 workers
     t0 = time.monotonic()
-    with pytest.raises(TimeoutError, match="did not finish within 0.2 s"):
-        tg.compute(n, scheduler=ds, timeout=0.2)
-    assert time.monotonic() - t0 < 1.0
+    with pytest.raises(TimeoutError, match="did not finish within 0.3 s: what it submitted was cancelled"):
+        tg.compute(nodes, scheduler=ds, timeout=0.3)
+    assert time.monotonic() - t0 < 1.5
+    assert all(n.state == "cancelled" for n in nodes)
+    time.sleep(1.5)
+    assert runs(mark) < 10  # the cluster stopped the rest
+    n = T.slow_marked(str(tmp_path / "one"), 7, 1.0)
+    with ds, pytest.raises(TimeoutError, match="the work goes on"):
+        n.result(timeout=0.2)
     assert n.result(timeout=30) == 7  # finished by the cluster meanwhile
+
+
+def test_retries_on_the_cluster_and_each_attempt_in_the_trace(ds, tmp_path):
+    with tg.trace() as tr:
+        assert tg.compute(T.flaky(str(tmp_path / "count"), 2), scheduler=ds) == 3
+    recs = sorted(tr.records, key=lambda r: r.attempt)
+    assert [(r.state, r.attempt) for r in recs] == [("retried", 1), ("retried", 2), ("done", 3)]
+    assert recs[0].key.endswith("#1") and recs[2].error is None
+    with pytest.raises(ValueError, match="flake 3") as ei:
+        tg.compute(T.flaky(str(tmp_path / "again"), 5), scheduler=ds)  # retries=2: fails
+    assert any("failed 3 times (retries=2)" in n for n in ei.value.__notes__)
 
 
 def test_what_cannot_be_sent_fails_before_anything_is_submitted(ds, tmp_path):

@@ -94,11 +94,16 @@ typedef struct {
 
 static int visit(walk *w, PyObject *x, int depth);
 
+/* Who a message is about: "task NAME", or a function of the API given as "compute()". */
+static const char *who_kind(PyObject *who) {
+    return PyUnicode_Tailmatch(who, TG.str_call_parens, 0, PY_SSIZE_T_MAX, 1) == 1 ? "" : "task ";
+}
+
 static int too_deep(walk *w) {
     PyErr_Format(PyExc_RecursionError,
-                 "the arguments of task %U nest containers deeper than %d levels (a container "
+                 "the arguments of %s%U nest containers deeper than %d levels (a container "
                  "that contains itself?); pass such a structure inside an object taskgraph does "
-                 "not look into", w->who, MAX_DEPTH);
+                 "not look into", who_kind(w->who), w->who, MAX_DEPTH);
     return -1;
 }
 
@@ -279,9 +284,9 @@ static PyObject *value_of(const target *t, PyObject *x) {
     PyObject *key = tg_node_key(n);
     if (key) {
         PyErr_Format(TG.TaskgraphError,
-                     "task %U received node %U, which was not among its dependencies when it "
+                     "%s%U received node %U, which was not among its dependencies when it "
                      "was submitted (was a list or dict changed after the call?) and is not "
-                     "finished", t->who, key);
+                     "finished", who_kind(t->who), t->who, key);
         Py_DECREF(key);
     }
     return NULL;

@@ -10,7 +10,8 @@
 int tg_engine_add_run(EngineObject *e, RunObject *run) {
     pthread_mutex_lock(&e->mu);
     int closed = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
-    if (!closed && !run->registered) {
+    PyObject *broken = Py_XNewRef(e->broken);
+    if (!closed && !broken && !run->registered) {
         run->prev = NULL;
         run->next = e->runs;
         if (e->runs) e->runs->prev = run;
@@ -18,11 +19,50 @@ int tg_engine_add_run(EngineObject *e, RunObject *run) {
         run->registered = 1;
     }
     pthread_mutex_unlock(&e->mu);
+    if (broken) {
+        PyErr_Format(TG.BrokenSchedulerError, "%U is broken: %U", e->label, broken);
+        Py_DECREF(broken);
+        return -1;
+    }
     if (closed) {
         PyErr_Format(TG.SchedulerClosedError, "%U is closed", e->label);
         return -1;
     }
     return 0;
+}
+
+/* The active runs, as new references (count in *n), or NULL (*n = -1: out of memory). */
+static RunObject **active_runs(EngineObject *e, int *n) {
+    pthread_mutex_lock(&e->mu);
+    int k = 0;
+    for (RunObject *r = e->runs; r; r = r->next) k++;
+    RunObject **runs = malloc(sizeof(RunObject *) * (size_t)(k ? k : 1));
+    int i = 0;
+    for (RunObject *r = e->runs; runs && r; r = r->next) runs[i++] = (RunObject *)Py_NewRef((PyObject *)r);
+    pthread_mutex_unlock(&e->mu);
+    *n = runs ? k : -1;
+    return runs;
+}
+
+void tg_engine_break(EngineObject *e, PyObject *reason) {
+    PyObject *exc = PyErr_GetRaisedException(); /* kept for the caller */
+    pthread_mutex_lock(&e->mu);
+    int first = e->broken == NULL;
+    if (first) e->broken = Py_NewRef(reason);
+    pthread_mutex_unlock(&e->mu);
+    if (first) {
+        PyObject *err = PyObject_CallOneArg(TG.BrokenSchedulerError, reason);
+        int n;
+        RunObject **runs = active_runs(e, &n);
+        for (int i = 0; i < n; i++) {
+            tg_run_cancel_with(runs[i], reason, err);
+            Py_DECREF(runs[i]);
+        }
+        free(runs);
+        Py_XDECREF(err);
+        PyErr_Clear(); /* never raises: the runs are cancelled even without the error object */
+    }
+    PyErr_SetRaisedException(exc);
 }
 
 void tg_engine_forget_run(EngineObject *e, RunObject *run) {
@@ -92,6 +132,7 @@ static void engine_dealloc(EngineObject *e) {
         pthread_mutex_destroy(&e->mu);
     }
     Py_CLEAR(e->label);
+    Py_CLEAR(e->broken);
     Py_CLEAR(e->pool_owner); /* frees the pool if nobody else holds it */
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -112,6 +153,10 @@ static PyObject *engine_work(EngineObject *e, PyObject *arg) {
     TG_TLS.worker = W;
     tg_wait_until(W, NULL);
     TG_TLS.worker = NULL;
+    if (W->died) {
+        PyErr_Format(PyExc_RuntimeError, "worker %d stopped (injected fault)", i);
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -150,13 +195,10 @@ static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
     int was = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
     /* Release: pairs with the acquire in cancel_error (worker.c). */
     atomic_store_explicit(&e->closed, 1, memory_order_release);
-    int n = 0;
-    for (RunObject *r = e->runs; r; r = r->next) n++;
-    RunObject **runs = n ? malloc(sizeof(RunObject *) * (size_t)n) : NULL;
-    int k = 0;
-    for (RunObject *r = e->runs; runs && r; r = r->next) runs[k++] = (RunObject *)Py_NewRef((PyObject *)r);
     pthread_mutex_unlock(&e->mu);
-    if (n && !runs) return PyErr_NoMemory();
+    int k;
+    RunObject **runs = active_runs(e, &k);
+    if (!runs) return PyErr_NoMemory();
     for (int i = 0; i < k; i++) {
         tg_run_cancel_with(runs[i], reason, NULL);
         Py_DECREF(runs[i]);
@@ -180,6 +222,24 @@ static PyObject *engine_get_closed(EngineObject *e, void *c) {
     return PyBool_FromLong(atomic_load_explicit(&e->closed, memory_order_acquire)); /* see close */
 }
 
+/* break_(reason): marks the engine broken (tg_engine_break). */
+static PyObject *engine_break(EngineObject *e, PyObject *reason) {
+    if (!PyUnicode_Check(reason)) {
+        PyErr_SetString(PyExc_TypeError, "break_(reason) needs a str");
+        return NULL;
+    }
+    tg_engine_break(e, reason);
+    Py_RETURN_NONE;
+}
+
+static PyObject *engine_get_broken(EngineObject *e, void *c) {
+    (void)c;
+    pthread_mutex_lock(&e->mu);
+    PyObject *b = Py_XNewRef(e->broken);
+    pthread_mutex_unlock(&e->mu);
+    return b ? b : Py_NewRef(Py_None);
+}
+
 static PyObject *engine_get_active(EngineObject *e, void *c) {
     (void)c;
     pthread_mutex_lock(&e->mu);
@@ -195,6 +255,8 @@ static PyMethodDef engine_methods[] = {
      "submit(run, nodes) -> number of nodes claimed: the lazy graph under nodes joins run."},
     {"begin_close", (PyCFunction)engine_begin_close, METH_O,
      "begin_close(reason) -> False if already closed; else marks it closed and cancels its runs."},
+    {"break_", (PyCFunction)engine_break, METH_O,
+     "break_(reason): marks the engine broken: its runs are cancelled, new ones refused."},
     {"drain", (PyCFunction)engine_drain, METH_NOARGS,
      "drain(): finishes what is left in the queues as cancelled (after the workers stopped)."},
     {NULL, NULL, 0, NULL},
@@ -202,6 +264,7 @@ static PyMethodDef engine_methods[] = {
 
 static PyGetSetDef engine_getset[] = {
     {"closed", (getter)engine_get_closed, NULL, "Whether close began.", NULL},
+    {"broken", (getter)engine_get_broken, NULL, "Why it is broken (str), or None.", NULL},
     {"active_runs", (getter)engine_get_active, NULL, "Runs not ended yet.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

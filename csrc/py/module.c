@@ -39,21 +39,23 @@ void tg_lock_detached(pthread_mutex_t *mu) {
 
 static PyObject *configure(PyObject *mod, PyObject *args, PyObject *kw) {
     (void)mod;
+    enum { NCLASSES = 4, N = 7 };
     static char *names[] = {"CancelledError", "SchedulerClosedError", "TaskgraphError",
-                            "compute", "compute_lazy", "run_serially", NULL};
-    PyObject *v[6] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOO", names, &v[0], &v[1], &v[2], &v[3],
-                                     &v[4], &v[5]))
+                            "BrokenSchedulerError", "compute", "compute_lazy", "run_serially", NULL};
+    PyObject *v[N] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOO", names, &v[0], &v[1], &v[2], &v[3],
+                                     &v[4], &v[5], &v[6]))
         return NULL;
-    PyObject **slots[6] = {&TG.CancelledError, &TG.SchedulerClosedError, &TG.TaskgraphError,
-                           &TG.hook_compute, &TG.hook_compute_lazy, &TG.hook_run_serially};
-    for (int i = 0; i < 6; i++) {
+    PyObject **slots[N] = {&TG.CancelledError, &TG.SchedulerClosedError, &TG.TaskgraphError,
+                           &TG.BrokenSchedulerError, &TG.hook_compute, &TG.hook_compute_lazy,
+                           &TG.hook_run_serially};
+    for (int i = 0; i < N; i++) {
         if (!v[i]) continue;
-        if (i < 3 && !(PyType_Check(v[i]) && PyType_IsSubtype((PyTypeObject *)v[i], (PyTypeObject *)PyExc_BaseException))) {
+        if (i < NCLASSES && !(PyType_Check(v[i]) && PyType_IsSubtype((PyTypeObject *)v[i], (PyTypeObject *)PyExc_BaseException))) {
             PyErr_Format(PyExc_TypeError, "%s must be an exception class", names[i]);
             return NULL;
         }
-        if (i >= 3 && !PyCallable_Check(v[i])) {
+        if (i >= NCLASSES && !PyCallable_Check(v[i])) {
             PyErr_Format(PyExc_TypeError, "%s must be callable", names[i]);
             return NULL;
         }
@@ -65,7 +67,7 @@ static PyObject *configure(PyObject *mod, PyObject *args, PyObject *kw) {
 /* The Nodes in obj (any structure the argument scan understands), as a list. */
 static PyObject *scan(PyObject *mod, PyObject *obj) {
     (void)mod;
-    PyObject *who = PyUnicode_FromString("compute");
+    PyObject *who = PyUnicode_FromString("compute()");
     if (!who) return NULL;
     PyObject *deps = tg_scan(&obj, 1, who);
     Py_DECREF(who);
@@ -80,7 +82,7 @@ static PyObject *substitute(PyObject *mod, PyObject *args) {
     PyObject *obj, *who = NULL;
     if (!PyArg_ParseTuple(args, "O|U:substitute", &obj, &who)) return NULL;
     if (who) return tg_substitute(obj, who);
-    who = PyUnicode_FromString("compute");
+    who = PyUnicode_FromString("compute()");
     if (!who) return NULL;
     PyObject *r = tg_substitute(obj, who);
     Py_DECREF(who);
@@ -122,6 +124,13 @@ static PyObject *current_node(PyObject *mod, PyObject *unused) {
     Worker *W = TG_TLS.worker;
     if (!W || !W->current) Py_RETURN_NONE;
     return Py_NewRef((PyObject *)W->current);
+}
+
+/* cancelled(): whether the task running on this thread should stop early. */
+static PyObject *cancelled(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    Worker *W = TG_TLS.worker;
+    return PyBool_FromLong(W && W->current && tg_node_cancel_requested(W->current));
 }
 
 static PyObject *run_inline(PyObject *mod, PyObject *node) {
@@ -239,6 +248,8 @@ static PyMethodDef methods[] = {
      "The engine whose task runs on this thread, or None."},
     {"current_node", current_node, METH_NOARGS,
      "The node whose task runs on this thread, or None."},
+    {"cancelled", cancelled, METH_NOARGS,
+     "cancelled() -> whether the task running on this thread was asked to stop."},
     {"run_inline", run_inline, METH_O,
      "run_inline(node) -> True if it ran the NEW node in this thread, False if claimed."},
     {"trace_start", tg_trace_start, METH_NOARGS,
@@ -253,12 +264,15 @@ static PyMethodDef methods[] = {
     {"set_backend", set_backend, METH_O,
      "set_backend(obj or None) -> previous: this thread's task calls and waits go to obj."},
     {"_inputs", inputs, METH_O,
-     "_inputs(node) -> (fn, args, nargs, kwnames) of a lazy node, or None once it ran."},
+     "_inputs(node) -> (fn, args, nargs, kwnames, retries, retry_on) of a lazy node, or None "
+     "once it ran."},
     {"_seen", seen, METH_O, "_seen(node) -> whether result()/exception() was called on it."},
     {"_claim", claim, METH_O,
      "_claim(node) -> True if this caller claimed the NEW node, to run it elsewhere."},
     {"_settle", settle, METH_VARARGS,
      "_settle(node, state, value): finishes a node claimed with _claim."},
+    {"_task_with_options", tg_task_with_options, METH_VARARGS,
+     "_task_with_options(fn, name, retries, retry_on) -> Task (how Tasks with retries unpickle)."},
     {"_task_by_name", tg_task_by_name, METH_VARARGS,
      "_task_by_name(module, qualname) -> the Task defined there (how rebuilt Tasks unpickle)."},
     {"_arm_fault", arm_fault, METH_VARARGS,
@@ -322,6 +336,8 @@ static int exec_module(PyObject *m) {
         {"DEP_POISON", TG_DEP_POISON},
         {"FAULT_NODE_ALLOC", TG_FAULT_NODE_ALLOC}, {"FAULT_CLAIM", TG_FAULT_CLAIM},
         {"FAULT_EDGE", TG_FAULT_EDGE}, {"FAULT_SPAWN", TG_FAULT_SPAWN},
+        {"FAULT_RESULT", TG_FAULT_RESULT}, {"FAULT_RECORD", TG_FAULT_RECORD},
+        {"FAULT_WORKER", TG_FAULT_WORKER},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, ints[i].v) < 0) return -1;
@@ -334,11 +350,15 @@ static int exec_module(PyObject *m) {
         {&TG.str_taskgraph_task, "__taskgraph_task__"}, {&TG.str_add_note, "add_note"},
         {&TG.str_fields, "_fields"}, {&TG.str_dataclass_fields, "__dataclass_fields__"},
         {&TG.str_field_type, "_field_type"}, {&TG.str_name, "name"}, {&TG.str_dot, "."},
+        {&TG.str_call_parens, "()"},
         {&TG.str_spawn, "spawn"}, {&TG.str_wait, "wait"},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!(*strs[i].slot = PyUnicode_InternFromString(strs[i].s))) return -1;
     if (!TG.task_by_name && !(TG.task_by_name = PyObject_GetAttrString(m, "_task_by_name")))
+        return -1;
+    if (!TG.task_with_options &&
+        !(TG.task_with_options = PyObject_GetAttrString(m, "_task_with_options")))
         return -1;
     return 0;
 }

@@ -3,8 +3,8 @@
 
 #include <time.h>
 
-NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, size_t nargsf,
-                        PyObject *kwnames) {
+NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject *const *args,
+                        size_t nargsf, PyObject *kwnames) {
     if (tg_fault(TG_FAULT_NODE_ALLOC)) {
         PyErr_NoMemory();
         return NULL;
@@ -29,6 +29,7 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, siz
     n->kwnames = nkw ? Py_NewRef(kwnames) : NULL;
     n->deps = deps;
     n->name = Py_NewRef(name);
+    n->retry = Py_XNewRef(retry);
     n->t.id = tg_next_node_id();
     PyObject_GC_Track((PyObject *)n);
     return n;
@@ -97,7 +98,12 @@ PyObject *tg_node_inputs(NodeObject *n) {
         args = PyTuple_New(Py_SIZE(n));
         if (args) {
             for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) PyTuple_SET_ITEM(args, i, Py_NewRef(n->args[i]));
-            out = Py_BuildValue("(OOnO)", n->fn, args, n->nargs, n->kwnames ? n->kwnames : Py_None);
+            PyObject *retries = n->retry ? PyTuple_GET_ITEM(n->retry, 0) : NULL;
+            PyObject *retry_on = n->retry ? PyTuple_GET_ITEM(n->retry, 1) : Py_None;
+            out = retries ? Py_BuildValue("(OOnOOO)", n->fn, args, n->nargs,
+                                          n->kwnames ? n->kwnames : Py_None, retries, retry_on)
+                          : Py_BuildValue("(OOnOiO)", n->fn, args, n->nargs,
+                                          n->kwnames ? n->kwnames : Py_None, 0, Py_None);
         }
     } else {
         out = Py_NewRef(Py_None);
@@ -207,6 +213,11 @@ static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     *has = t && t != Py_None;
     *timeout = -1.0;
     if (*has) {
+        if (!PyNumber_Check(t) || PyBool_Check(t)) {
+            PyErr_Format(PyExc_TypeError, "timeout must be a number >= 0 or None, got %.100s %R",
+                         Py_TYPE(t)->tp_name, t);
+            return -1;
+        }
         *timeout = PyFloat_AsDouble(t);
         if (*timeout == -1.0 && PyErr_Occurred()) return -1;
         if (*timeout < 0 || *timeout != *timeout) {
@@ -239,6 +250,66 @@ static PyObject *node_exception(NodeObject *n, PyObject *const *args, Py_ssize_t
 static PyObject *node_done(NodeObject *n, PyObject *unused) {
     (void)unused;
     return PyBool_FromLong(tg_task_state(&n->t) >= TG_DONE);
+}
+
+/* ---------------------------------------------------------------- cancelling */
+
+int tg_node_cancel_requested(NodeObject *n) {
+    /* Relaxed: requests (see tgpy.h); a late sight only lets the task run a little longer. */
+    for (NodeObject *p = n; p; p = p->parent)
+        if (atomic_load_explicit(&p->cancel, memory_order_relaxed)) return 1;
+    return n->t.run && tg_run_is_cancelled(n->t.run);
+}
+
+/* The CancelledError of a node cancelled before anyone claimed it. */
+static PyObject *cancelled_error(NodeObject *n) {
+    PyObject *key = tg_node_key(n);
+    PyObject *msg = key ? PyUnicode_FromFormat("task %U was cancelled: node.cancel() was called "
+                                               "before it started", key) : NULL;
+    PyObject *err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
+    Py_XDECREF(key);
+    Py_XDECREF(msg);
+    return err;
+}
+
+static PyObject *node_cancel(NodeObject *n, PyObject *unused) {
+    (void)unused;
+    atomic_fetch_or_explicit(&n->cancel, TG_CANCEL_ASKED, memory_order_relaxed); /* see tgpy.h */
+    int st = tg_task_state(&n->t);
+    if (st == TG_NEW) {
+        /* Lazy, in no run: claimed here and finished as cancelled (its dependents then are
+         * cancelled when they are computed). A concurrent claimer may win: see below. */
+        if (tg_task_claim_inline(&n->t)) {
+            PyObject *err = cancelled_error(n);
+            if (!err) { /* cannot build the error: finish it anyway, with what stopped us */
+                err = PyErr_GetRaisedException();
+                if (!err) err = Py_NewRef(PyExc_MemoryError);
+            }
+            tg_finish_external(n, TG_CANCELLED, err);
+            Py_DECREF(err);
+            Py_RETURN_TRUE;
+        }
+        st = tg_task_state(&n->t);
+    }
+    if (st >= TG_DONE) return PyBool_FromLong(st == TG_CANCELLED);
+    if (!n->t.run) /* claimed inline (serial mode, another backend): running elsewhere */
+        Py_RETURN_FALSE;
+    RunObject *run = RUN_OF(n->t.run);
+    int never_runs = tg_task_cancel(&n->t, TG_POISON_CANCEL) ||
+                     tg_task_poisoned(&n->t) != TG_POISON_STARTED;
+    if (!never_runs) { /* running: its task may check tg.cancelled(); its children will not start */
+        atomic_fetch_or_explicit(&n->cancel, TG_CANCEL_RUNNING, memory_order_relaxed);
+        atomic_store_explicit(&run->cancel_running, 1, memory_order_relaxed); /* see tgpy.h */
+    }
+    if (!n->parent) { /* a node of a compute's graph: the compute stops (fail fast) */
+        PyObject *key = tg_node_key(n);
+        PyObject *reason = key ? PyUnicode_FromFormat("task %U was cancelled (node.cancel())", key) : NULL;
+        Py_XDECREF(key);
+        if (!reason) return NULL;
+        tg_run_cancel_with(run, reason, NULL);
+        Py_DECREF(reason);
+    }
+    return PyBool_FromLong(never_runs);
 }
 
 static PyObject *node_compute(NodeObject *n, PyObject *args, PyObject *kw) {
@@ -327,6 +398,20 @@ PyDoc_STRVAR(result_doc,
 "  (a dependency failed, its parent failed, a sibling failed, Ctrl-C, the scheduler\n"
 "  closed).");
 
+PyDoc_STRVAR(cancel_doc,
+"cancel(): asks that the node not run. Returns True if it will never run (it had not\n"
+"started, or was cancelled already), False if it is running or finished with a result or\n"
+"an exception (like concurrent.futures.Future.cancel). Any thread, inside or outside a task.\n\n"
+"* A lazy node (never computed) finishes at once as cancelled; computing a node that depends\n"
+"  on it raises CancelledError.\n"
+"* A node waiting in a run never starts; its dependents are cancelled. A node of a\n"
+"  compute's graph (not spawned inside a task) also stops that compute: everything in it not\n"
+"  started yet is cancelled and compute() raises CancelledError (fail fast).\n"
+"* A running node keeps running (Python cannot stop a thread): its task can check\n"
+"  taskgraph.cancelled() and return early; the tasks it spawned that have not started never\n"
+"  start.\n"
+"Never raises (except MemoryError).");
+
 PyDoc_STRVAR(exception_doc,
 "exception(timeout=None): the exception the node finished with (None if it succeeded);\n"
 "waits like result(). A cancelled node returns its CancelledError.");
@@ -334,6 +419,7 @@ PyDoc_STRVAR(exception_doc,
 static PyMethodDef node_methods[] = {
     {"result", (PyCFunction)(void (*)(void))node_result, METH_FASTCALL | METH_KEYWORDS, result_doc},
     {"exception", (PyCFunction)(void (*)(void))node_exception, METH_FASTCALL | METH_KEYWORDS, exception_doc},
+    {"cancel", (PyCFunction)node_cancel, METH_NOARGS, cancel_doc},
     {"done", (PyCFunction)node_done, METH_NOARGS,
      "True when the node has finished: with a result, an exception, or cancelled. Never "
      "blocks, never starts a computation."},
@@ -351,6 +437,7 @@ static int node_traverse(NodeObject *n, visitproc visit, void *arg) {
     Py_VISIT(n->kwnames);
     Py_VISIT(n->deps);
     Py_VISIT(n->value);
+    Py_VISIT(n->retry);
     Py_VISIT((PyObject *)n->parent);
     Py_VISIT((PyObject *)n->kids);
     Py_VISIT((PyObject *)n->sibling);
@@ -375,6 +462,7 @@ static int node_clear(NodeObject *n) {
     Py_CLEAR(n->kwnames);
     Py_CLEAR(n->deps);
     Py_CLEAR(n->value);
+    Py_CLEAR(n->retry);
     Py_CLEAR(n->parent);
     clear_kids(n);
     Py_CLEAR(n->sibling);

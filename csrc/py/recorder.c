@@ -189,6 +189,25 @@ static PyObject *error_pair(PyObject *exc) {
     return pair;
 }
 
+/* Writes n's record (the trace's recorder rec, still attached to W) from t0 to t1. */
+static void write_record(Worker *W, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
+                         int64_t t1, int64_t own, int attempt);
+
+void tg_rec_attempt(Worker *W, tg_rec_start *s, NodeObject *n, int attempt) {
+    int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();
+    int top = W->nframes - 1;
+    tg_frame *f = top >= 0 && top < W->capframes ? &W->frames[top] : NULL;
+    if (s->rec) {
+        int64_t own = t1 - s->t0 - (f ? f->join + (g1 - s->g0) - f->join_gc : 0);
+        write_record(W, s->rec, n, TG_FAILED, s->t0, t1, own > 0 ? own : 0, attempt);
+    }
+    /* The next attempt is timed from here; the joins so far belonged to this one. The time
+     * spent recording is the task's (it runs again right after). */
+    if (f) f->join = f->join_gc = 0;
+    s->t0 = tg_clock_ticks();
+    s->g0 = tg_trace_gc_ticks();
+}
+
 void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, const tg_frame *f) {
     RecorderObject *rec = s->rec;
     int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();
@@ -201,6 +220,22 @@ void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, cons
     /* Own time: minus the joins (and the collections inside them), minus the collections
      * outside joins. */
     int64_t own = t1 - s->t0 - (f->join + (g1 - s->g0) - f->join_gc);
+    if (tg_fault(TG_FAULT_RECORD)) { /* as if the observer had failed: an internal failure */
+        PyObject *key = tg_node_key(n);
+        PyObject *reason = key ? PyUnicode_FromFormat("internal error on worker %d of %U: the "
+                                                      "trace recorder failed on task %U", W->index,
+                                                      W->engine->label, key) : NULL;
+        if (reason) tg_engine_break(W->engine, reason);
+        PyErr_Clear();
+        Py_XDECREF(key);
+        Py_XDECREF(reason);
+        return;
+    }
+    write_record(W, rec, n, final, s->t0, t1, own > 0 ? own : 0, s->attempt);
+}
+
+static void write_record(Worker *W, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
+                         int64_t t1, int64_t own, int attempt) {
     PyObject *err = final == TG_DONE ? NULL : error_pair(n->value); /* before the hazard */
     /* seq_cst: the writer's half of the hazard protocol (see the top of this file). */
     atomic_store_explicit(&W->rec_busy, 1, memory_order_seq_cst);
@@ -209,15 +244,15 @@ void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, cons
         if (r) { /* every field written: the room is not zeroed */
             r->id = n->t.id;
             r->parent = n->parent ? n->parent->t.id : 0;
-            r->start = s->t0;
+            r->start = t0;
             r->end = t1;
-            r->own = own > 0 ? own : 0;
+            r->own = own;
             r->deps_off = 0;
             r->ndeps = 0;
             r->worker = W->index;
             r->stolen = n->t.stolen;
             r->state = (uint8_t)final;
-            r->pad = 0;
+            r->attempt = (uint16_t)(attempt < 0xFFFF ? attempt : 0xFFFF);
             r->name = index_of(rec, n->name);
             r->error = err ? index_of(rec, err) : -1;
             Py_ssize_t nd = n->deps ? PyTuple_GET_SIZE(n->deps) : 0;

@@ -28,7 +28,7 @@ static int serial_call(NodeObject *n) {
 static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames) {
     TaskObject *task = (TaskObject *)self;
-    NodeObject *n = tg_node_new(task->fn, task->name, args, nargsf, kwnames);
+    NodeObject *n = tg_node_new(task->fn, task->name, task->retry, args, nargsf, kwnames);
     if (!n) return NULL;
     tg_tls *tls = &TG_TLS;
     if (tls->serial) {
@@ -80,10 +80,53 @@ static PyObject *name_of(PyObject *fn) {
     return name;
 }
 
+#define TG_MAX_RETRIES 1000
+
+/* The (retries, retry_on) tuple of a task, or NULL with no error when retries is 0. */
+static PyObject *retry_options(PyObject *retries, PyObject *retry_on, PyObject *name) {
+    long n = 0;
+    if (retries != Py_None) {
+        if (!PyLong_Check(retries) || PyBool_Check(retries)) {
+            PyErr_Format(PyExc_TypeError, "task %R: retries must be an int, got %.100s %R", name,
+                         Py_TYPE(retries)->tp_name, retries);
+            return NULL;
+        }
+        n = PyLong_AsLong(retries);
+        if ((n == -1 && PyErr_Occurred()) || n < 0 || n > TG_MAX_RETRIES) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "task %R: retries must be from 0 to %d, got %R", name,
+                         TG_MAX_RETRIES, retries);
+            return NULL;
+        }
+    }
+    PyObject *classes = retry_on == Py_None ? PyTuple_Pack(1, PyExc_Exception)
+                      : PyTuple_Check(retry_on) ? Py_NewRef(retry_on) : PyTuple_Pack(1, retry_on);
+    if (!classes) return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(classes); i++) {
+        PyObject *c = PyTuple_GET_ITEM(classes, i);
+        if (!PyType_Check(c) || !PyType_IsSubtype((PyTypeObject *)c, (PyTypeObject *)PyExc_BaseException)) {
+            PyErr_Format(PyExc_TypeError, "task %R: retry_on must be an exception class or a tuple "
+                         "of them, got %R", name, retry_on);
+            Py_DECREF(classes);
+            return NULL;
+        }
+    }
+    if (n == 0) {
+        Py_DECREF(classes);
+        if (retry_on != Py_None) {
+            PyErr_Format(PyExc_ValueError, "task %R: retry_on without retries (give retries=N)", name);
+            return NULL;
+        }
+        return NULL;
+    }
+    return Py_BuildValue("(lN)", n, classes);
+}
+
 static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"fn", "name", NULL};
-    PyObject *fn, *name = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Task", names, &fn, &name)) return -1;
+    static char *names[] = {"fn", "name", "retries", "retry_on", NULL};
+    PyObject *fn, *name = Py_None, *retries = Py_None, *retry_on = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$OO:Task", names, &fn, &name, &retries, &retry_on))
+        return -1;
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "taskgraph.task needs a callable, got %.100s %R",
                      Py_TYPE(fn)->tp_name, fn);
@@ -100,8 +143,14 @@ static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
     /* Interned: every node of this task refers to it; on free-threaded builds interned
      * strings are immortal, so workers never contend on its reference count. */
     PyUnicode_InternInPlace(&nm);
+    PyObject *retry = retry_options(retries, retry_on, nm);
+    if (!retry && PyErr_Occurred()) {
+        Py_DECREF(nm);
+        return -1;
+    }
     Py_XSETREF(self->fn, Py_NewRef(fn));
     Py_XSETREF(self->name, nm);
+    Py_XSETREF(self->retry, retry);
     /* functools.update_wrapper(self, fn): __name__, __doc__, __wrapped__, ... Objects without
      * those attributes (partials, builtins) are fine: the same errors are ignored as in
      * Python's own decorators. */
@@ -127,12 +176,14 @@ static PyObject *task_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 static int task_traverse(TaskObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->fn);
+    Py_VISIT(self->retry);
     Py_VISIT(self->dict);
     return 0;
 }
 
 static int task_clear(TaskObject *self) {
     Py_CLEAR(self->fn);
+    Py_CLEAR(self->retry);
     Py_CLEAR(self->dict);
     return 0;
 }
@@ -207,7 +258,10 @@ static PyObject *task_reduce(TaskObject *self, PyObject *unused) {
         int same = obj == (PyObject *)self;
         int twin = !same && obj && Py_IS_TYPE(obj, &TG_TaskType) &&
                    ((TaskObject *)obj)->fn == self->fn &&
-                   PyObject_RichCompareBool(((TaskObject *)obj)->name, self->name, Py_EQ) == 1;
+                   PyObject_RichCompareBool(((TaskObject *)obj)->name, self->name, Py_EQ) == 1 &&
+                   (((TaskObject *)obj)->retry == self->retry ||
+                    (((TaskObject *)obj)->retry && self->retry &&
+                     PyObject_RichCompareBool(((TaskObject *)obj)->retry, self->retry, Py_EQ) == 1));
         PyErr_Clear(); /* a failed name comparison: not a twin */
         Py_XDECREF(obj); /* compared only */
         if (same) {
@@ -221,7 +275,33 @@ static PyObject *task_reduce(TaskObject *self, PyObject *unused) {
     }
     Py_XDECREF(mod);
     Py_XDECREF(qual);
-    return Py_BuildValue("O(OO)", (PyObject *)Py_TYPE(self), self->fn, self->name);
+    if (!self->retry) return Py_BuildValue("O(OO)", (PyObject *)Py_TYPE(self), self->fn, self->name);
+    /* With its options: Task(fn, name, retries=..., retry_on=...) through the keyword helper. */
+    return Py_BuildValue("O(OOOO)", TG.task_with_options, self->fn, self->name,
+                         PyTuple_GET_ITEM(self->retry, 0), PyTuple_GET_ITEM(self->retry, 1));
+}
+
+/* _task_with_options(fn, name, retries, retry_on): how a Task with retries unpickles. */
+PyObject *tg_task_with_options(PyObject *unused, PyObject *args) {
+    (void)unused;
+    PyObject *fn, *name, *retries, *retry_on;
+    if (!PyArg_ParseTuple(args, "OOOO:_task_with_options", &fn, &name, &retries, &retry_on)) return NULL;
+    PyObject *pos = PyTuple_Pack(2, fn, name);
+    PyObject *kw = pos ? Py_BuildValue("{sOsO}", "retries", retries, "retry_on", retry_on) : NULL;
+    PyObject *t = kw ? PyObject_Call((PyObject *)&TG_TaskType, pos, kw) : NULL;
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    return t;
+}
+
+static PyObject *task_get_retries(TaskObject *self, void *c) {
+    (void)c;
+    return self->retry ? Py_NewRef(PyTuple_GET_ITEM(self->retry, 0)) : PyLong_FromLong(0);
+}
+
+static PyObject *task_get_retry_on(TaskObject *self, void *c) {
+    (void)c;
+    return self->retry ? Py_NewRef(PyTuple_GET_ITEM(self->retry, 1)) : PyTuple_New(0);
 }
 
 static PyMemberDef task_members[] = {
@@ -233,6 +313,10 @@ static PyMemberDef task_members[] = {
 
 static PyGetSetDef task_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {"retries", (getter)task_get_retries, NULL,
+     "How many times a failed call is run again (0: never).", NULL},
+    {"retry_on", (getter)task_get_retry_on, NULL,
+     "The exception classes that are retried (empty without retries).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -243,7 +327,9 @@ static PyMethodDef task_methods[] = {
 };
 
 PyDoc_STRVAR(task_doc,
-"Task(fn, name=None): a function made into a task (what @taskgraph.task returns).\n\n"
+"Task(fn, name=None, *, retries=0, retry_on=Exception): a function made into a task (what\n"
+"@taskgraph.task returns). With retries=N, a call that raises one of the retry_on classes is\n"
+"run again at once on the same worker, up to N more times (each attempt is in the trace).\n\n"
 "Calling it returns a Node:\n"
 "* outside a worker: a lazy Node; nothing runs until compute/result;\n"
 "* inside a running task: the Node is spawned at once onto this worker's deque (idle\n"
@@ -253,7 +339,8 @@ PyDoc_STRVAR(task_doc,
 "Arguments may contain Nodes anywhere inside lists, tuples, dicts, sets, frozensets,\n"
 "namedtuples, slices and dataclass instances; the task then depends on them and receives\n"
 "their values. `fn` is the undecorated function; tasks work as methods too.\n\n"
-"Errors: a non-callable fn or a bad name raises TypeError. Calling a task raises only when\n"
+"Errors: a non-callable fn, a bad name or retry_on raises TypeError; retries outside 0..1000\n"
+"ValueError. Calling a task raises only when\n"
 "its arguments cannot be scanned (a structure nested deeper than 1000 levels: a container\n"
 "that contains itself) or memory runs out; the task's own errors are raised by result().");
 

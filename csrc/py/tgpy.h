@@ -64,6 +64,12 @@ struct NodeObject {
                               * _inputs() may read them from another thread (export, save) */
     _Atomic uint8_t seen;    /* result()/exception() was called: its error has been observed */
     _Atomic uint8_t failing; /* its task failed and `value` holds the exception (release) */
+    /* node.cancel() was called (TG_CANCEL_ASKED), and found the task running
+     * (TG_CANCEL_RUNNING: its task may stop early; its children not started never run).
+     * Relaxed: a request; the skip that acts on it is ordered by tg_task_cancel. */
+    _Atomic uint8_t cancel;
+    PyObject *retry;         /* the task's (retries, retry_on) tuple, or NULL: no retries.
+                              * Fixed from creation (strong). */
     PyObject *weakreflist;
     /* The arguments, inline (one object per node, not two: fewer allocations and fewer
      * objects for the cyclic collector to walk); called with vectorcall straight from here.
@@ -73,12 +79,17 @@ struct NodeObject {
 
 #define NODE_OF(task) ((NodeObject *)((char *)(task) - offsetof(NodeObject, t)))
 
+enum { TG_CANCEL_ASKED = 1, TG_CANCEL_RUNNING = 2 };
+
 extern PyTypeObject TG_NodeType;
 #define Node_Check(o) Py_IS_TYPE((o), &TG_NodeType)
 
 /* A new NEW node for fn(*args, **kw) given in vectorcall form; scans the arguments. */
-NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *const *args, size_t nargsf,
-                        PyObject *kwnames);
+NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject *const *args,
+                        size_t nargsf, PyObject *kwnames);
+/* Whether the task of n (running) should stop: node.cancel() was called on it or on a task
+ * that spawned it, or its run was cancelled (fail fast, Ctrl-C, timeout, close). */
+int tg_node_cancel_requested(NodeObject *n);
 /* Its key, e.g. "fib-3.1041": the task's name, the number of the thread that made the node
  * and that thread's counter (given when the node is made). */
 PyObject *tg_node_key(NodeObject *n);
@@ -87,8 +98,9 @@ PyObject *tg_node_key(NodeObject *n);
 PyObject *tg_node_outcome(NodeObject *n);
 /* Drops the inputs of a node that has run (or will never run). */
 void tg_node_drop_inputs(NodeObject *n);
-/* (fn, args tuple, number of positional args, kwnames or None) of a lazy node whose inputs are
- * still there, None if they were dropped (it ran); read under the node's critical section. */
+/* (fn, args tuple, number of positional args, kwnames or None, retries, retry_on or None) of a
+ * lazy node whose inputs are still there, None if they were dropped (it ran); read under the
+ * node's critical section. */
 PyObject *tg_node_inputs(NodeObject *n);
 /* Waits, without a worker, until a node claimed by someone else finishes (timeout < 0: no
  * limit). 0, or -1 with TimeoutError or a signal's exception raised. */
@@ -99,6 +111,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *fn;
     PyObject *name;      /* interned str */
+    PyObject *retry;     /* (retries, retry_on) or NULL: given to each of its nodes */
     PyObject *dict;      /* functools.update_wrapper writes __name__, __doc__, ... here */
     PyObject *weakreflist;
     vectorcallfunc vectorcall;
@@ -134,6 +147,10 @@ struct RunObject {
     PyObject *error;        /* the first failure of a top-level task */
     PyObject *reason;       /* why it was cancelled (str) */
     RunObject *prev, *next; /* the engine's active runs (engine->mu) */
+    /* Set (never cleared) when node.cancel() found one of its tasks running: from then on a
+     * task of this run checks its ancestors before it starts. Relaxed: a hint; seen late, a
+     * child of a cancelled task may start, and its task can still check tg.cancelled(). */
+    _Atomic int cancel_running;
 };
 
 #define RUN_OF(run) ((RunObject *)((char *)(run) - offsetof(RunObject, r)))
@@ -169,6 +186,7 @@ struct tg_worker_state {
     tg_frame *frames;        /* one per task running (nested) on this thread */
     int nframes, capframes;
     int64_t idle_t0, idle_g0; /* start of an idle period inside a traced task's join */
+    int died;                /* an injected fault stopped this worker (TG_FAULT_WORKER) */
     /* Tracing: the open trace's recorder for this worker (set and cleared by
      * recorder.c under the module's trace lock) and the hazard flag a worker raises while it
      * writes a record (the closer waits for it to drop). */
@@ -188,6 +206,7 @@ struct EngineObject {
     pthread_mutex_t mu;      /* guards runs and closed; no Python call while held */
     RunObject *runs;         /* active runs (strong references) */
     _Atomic int closed;
+    PyObject *broken;        /* why the engine is broken (str, under mu), or NULL */
     EngineObject *live_prev, *live_next; /* the module's live engines (trace lock) */
     int live;
 };
@@ -197,6 +216,10 @@ extern PyTypeObject TG_EngineType;
 /* Registers run as active (first submission). -1 with SchedulerClosedError if closed. */
 int tg_engine_add_run(EngineObject *e, RunObject *run);
 void tg_engine_forget_run(EngineObject *e, RunObject *run);
+/* An internal failure (reason: str, borrowed): marks the engine broken, like BrokenThreadPool.
+ * Every active run is cancelled with BrokenSchedulerError(reason) as its error, and new
+ * computes raise it; close() still works. The first reason stays. Never raises. */
+void tg_engine_break(EngineObject *e, PyObject *reason);
 
 /* ---------------------------------------------------------------- worker (worker.c) */
 extern tg_idle_fn tg_idle_begin, tg_idle_end;
@@ -246,6 +269,7 @@ typedef struct {
     RecorderObject *rec; /* the recorder when the task started, or NULL */
     int timed;           /* recorded, or nested in a recorded task (its time is a join's) */
     int64_t t0, g0;      /* its start, and the collection total then */
+    int attempt;         /* set before tg_rec_end: 0, or which attempt of a retried task */
 } tg_rec_start;
 
 /* Called when a task starts, after its frame was pushed. */
@@ -265,6 +289,9 @@ static inline void tg_rec_begin(Worker *W, tg_rec_start *s) {
  * when it started is still open. Never raises: a record that cannot be written is dropped
  * and counted. */
 void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, const tg_frame *f);
+/* Called when attempt `attempt` of a task with retries failed and it runs again (its frame
+ * still pushed): records the attempt as failed, then restarts the clock for the next. */
+void tg_rec_attempt(Worker *W, tg_rec_start *s, NodeObject *n, int attempt);
 /* trace_start() / trace_stop() of the module (see recorder.c). */
 PyObject *tg_trace_start(PyObject *mod, PyObject *unused);
 PyObject *tg_trace_stop(PyObject *mod, PyObject *unused);
@@ -274,19 +301,22 @@ void tg_trace_engine_gone(EngineObject *e);
 
 /* _task_by_name(module, qualname) -> the Task defined there (unpickling a rebuilt Task). */
 PyObject *tg_task_by_name(PyObject *unused, PyObject *args);
+/* _task_with_options(fn, name, retries, retry_on) -> Task (unpickling a Task with retries). */
+PyObject *tg_task_with_options(PyObject *unused, PyObject *args);
 
 /* ---------------------------------------------------------------- module (module.c) */
 typedef struct {
     /* Set once by taskgraph._native/_configure before any worker starts; read-only after. */
-    PyObject *CancelledError, *SchedulerClosedError, *TaskgraphError;
+    PyObject *CancelledError, *SchedulerClosedError, *TaskgraphError, *BrokenSchedulerError;
     PyObject *hook_compute;         /* compute(node, **kw): Node.compute */
     PyObject *hook_compute_lazy;    /* (nodes, timeout): a NEW node's result() outside workers */
     PyObject *hook_run_serially;    /* (nodes): run a lazy graph in this thread */
     PyObject *str_spawn, *str_wait;
     PyObject *state_names[TG_NSTATES]; /* interned */
     PyObject *str_taskgraph_task, *str_add_note, *str_fields, *str_dataclass_fields,
-        *str_field_type, *str_name, *str_dot;
+        *str_field_type, *str_name, *str_dot, *str_call_parens;
     PyObject *task_by_name;         /* the module's _task_by_name (Task pickling) */
+    PyObject *task_with_options;    /* the module's _task_with_options (Task pickling) */
 } tg_globals;
 
 extern tg_globals TG;
@@ -314,6 +344,9 @@ typedef enum {
     TG_FAULT_CLAIM,          /* claiming a node during a submission */
     TG_FAULT_EDGE,           /* adding an edge during a submission */
     TG_FAULT_SPAWN,          /* queueing a spawned node */
+    TG_FAULT_RESULT,         /* storing a task's result (an internal failure: breaks the engine) */
+    TG_FAULT_RECORD,         /* the trace observer (an internal failure: breaks the engine) */
+    TG_FAULT_WORKER,         /* a worker thread stops between two tasks (breaks the engine) */
     TG_FAULT_NSITES
 } tg_fault_site;
 

@@ -97,6 +97,17 @@ static PyObject *cancel_error(NodeObject *n) {
         if (!reason) goto fail;
         cause = Py_NewRef(n->parent->value);
     }
+    /* Relaxed: requests (see tgpy.h). */
+    if (!reason && (atomic_load_explicit(&n->cancel, memory_order_relaxed) & TG_CANCEL_ASKED))
+        reason = PyUnicode_FromString("node.cancel() was called before it started");
+    for (NodeObject *p = n->parent; !reason && p; p = p->parent)
+        if (atomic_load_explicit(&p->cancel, memory_order_relaxed)) {
+            PyObject *key = tg_node_key(p);
+            if (!key) goto fail;
+            reason = PyUnicode_FromFormat("task %U, which spawned it, was cancelled", key);
+            Py_DECREF(key);
+            if (!reason) goto fail;
+        }
     if (!reason && n->t.run) {
         RunObject *run = RUN_OF(n->t.run);
         pthread_mutex_lock(&run->mu);
@@ -300,8 +311,73 @@ static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
     }
 }
 
+/* Whether the failed attempt `attempt` (0 for the first) of n is run again: the task has
+ * retries left, it was not cancelled, and its exception is one of its retry_on classes (a
+ * cancellation or a closed scheduler never is: running again cannot help). */
+static int retry_wanted(NodeObject *n, int attempt) {
+    if (!n->retry || attempt >= PyLong_AsLong(PyTuple_GET_ITEM(n->retry, 0))) return 0;
+    if (tg_node_cancel_requested(n)) return 0;
+    PyObject *exc = n->value;
+    return PyErr_GivenExceptionMatches(exc, PyTuple_GET_ITEM(n->retry, 1)) &&
+           !PyErr_GivenExceptionMatches(exc, TG.CancelledError) &&
+           !PyErr_GivenExceptionMatches(exc, TG.SchedulerClosedError);
+}
+
+/* Adds a note saying how many times the task ran before its final failure. */
+static void note_attempts(PyObject *exc, NodeObject *n, int attempts) {
+    PyObject *key = tg_node_key(n), *note = NULL, *r = NULL;
+    if (key) note = PyUnicode_FromFormat("taskgraph: task %U failed %d times (retries=%S)", key,
+                                         attempts, PyTuple_GET_ITEM(n->retry, 0));
+    if (note) r = PyObject_CallMethodOneArg(exc, TG.str_add_note, note);
+    PyErr_Clear(); /* a courtesy, as in note_origin */
+    Py_XDECREF(key);
+    Py_XDECREF(note);
+    Py_XDECREF(r);
+}
+
+/* Calls n's function, again while a failure is to be retried (W NULL: inline, no children to
+ * sync, no trace). Returns the result, or NULL with n failing; *attempts: how many calls. A
+ * failed attempt that is retried is recorded in the trace, its children synced first. */
+static PyObject *run_attempts(Worker *W, NodeObject *n, tg_rec_start *rs, int *attempts) {
+    for (int attempt = 0;; attempt++) {
+        PyObject *res = call_task(n);
+        if (!res) set_failing(n, PyErr_GetRaisedException());
+        if (W && n->kids) sync_kids(W, n, &res);
+        if (res || !retry_wanted(n, attempt)) {
+            *attempts = attempt + 1;
+            return res;
+        }
+        if (W && rs->timed) tg_rec_attempt(W, rs, n, attempt);
+        Py_CLEAR(n->value);
+        /* Relaxed: our own flag; the children that read it were synced above. */
+        atomic_store_explicit(&n->failing, 0, memory_order_relaxed);
+    }
+}
+
+/* An internal failure while finishing n (an injected fault in the tests): n fails with
+ * BrokenSchedulerError and the engine is broken. */
+static PyObject *internal_failure(Worker *W, NodeObject *n, const char *what) {
+    PyObject *key = tg_node_key(n);
+    PyObject *reason = key ? PyUnicode_FromFormat("internal error on worker %d of %U: %s of task "
+                                                  "%U failed", W->index, W->engine->label, what, key) : NULL;
+    Py_XDECREF(key);
+    if (reason) tg_engine_break(W->engine, reason);
+    PyObject *err = reason ? PyObject_CallOneArg(TG.BrokenSchedulerError, reason) : NULL;
+    Py_XDECREF(reason);
+    if (!err) err = PyErr_GetRaisedException();
+    return err ? err : Py_NewRef(PyExc_MemoryError);
+}
+
+static void skip(Worker *W, NodeObject *n);
+
 /* Runs node n, handed to W by the pool, and finishes it. */
 static void execute(Worker *W, NodeObject *n) {
+    /* Relaxed: a hint (see RunObject.cancel_running). */
+    if (atomic_load_explicit(&RUN_OF(n->t.run)->cancel_running, memory_order_relaxed) &&
+        tg_node_cancel_requested(n)) { /* a task that spawned it was cancelled meanwhile */
+        skip(W, n);
+        return;
+    }
     NodeObject *prev = W->current;
     W->current = n;
     push_frame(W);
@@ -309,18 +385,23 @@ static void execute(Worker *W, NodeObject *n) {
     tg_rec_begin(W, &rs);
     /* No recursion check of our own: every level of nested joins runs the task's Python
      * frame, which CPython counts (and, from 3.12, the C entry into it too). */
-    PyObject *res = call_task(n);
-    if (!res) set_failing(n, PyErr_GetRaisedException());
-    if (n->kids) sync_kids(W, n, &res);
+    int attempts;
+    PyObject *res = run_attempts(W, n, &rs, &attempts);
     W->current = prev;
+    if (res && tg_fault(TG_FAULT_RESULT)) { /* as if storing the result had failed */
+        Py_CLEAR(res);
+        set_failing(n, internal_failure(W, n, "storing the result"));
+    }
     int final = TG_DONE;
     if (res) {
         n->value = res;
     } else {
         final = TG_FAILED;
         note_origin(n->value, n, W);
+        if (attempts > 1) note_attempts(n->value, n, attempts);
         if (!n->parent) fail_run(n);
     }
+    rs.attempt = attempts - 1;
     tg_frame f = pop_frame(W);
     if (rs.timed) tg_rec_end(W, &rs, n, final, &f);
     tg_node_drop_inputs(n);
@@ -333,12 +414,19 @@ static void skip(Worker *W, NodeObject *n) {
     push_frame(W);
     tg_rec_start rs;
     tg_rec_begin(W, &rs);
+    rs.attempt = 0;
     n->value = cancel_error(n);
     tg_frame f = pop_frame(W);
     if (rs.timed) tg_rec_end(W, &rs, n, TG_CANCELLED, &f);
     tg_node_drop_inputs(n);
     finish(W, n, TG_CANCELLED);
     Py_DECREF(n); /* the core's reference */
+}
+
+/* An injected fault stops worker W between two tasks (its thread ends: work() raises). */
+static tg_find worker_dies(Worker *W) {
+    W->died = 1;
+    return TG_FIND_SHUTDOWN;
 }
 
 /* The one dispatch loop. */
@@ -350,6 +438,7 @@ static tg_find wait_loop(Worker *W, NodeObject *awaited, int steal) {
         if (r == TG_FIND_RUN) execute(W, NODE_OF(t));
         else if (r == TG_FIND_SKIP) skip(W, NODE_OF(t));
         else return r;
+        if (!awaited && tg_fault(TG_FAULT_WORKER)) return worker_dies(W);
     }
 }
 
@@ -456,16 +545,17 @@ int tg_run_inline(NodeObject *n) {
         finish(NULL, n, TG_CANCELLED);
         return 1;
     }
-    PyObject *res = call_task(n);
+    int attempts;
+    PyObject *res = run_attempts(NULL, n, NULL, &attempts);
     int final = TG_DONE, reraise = 0;
     if (res) {
         n->value = res;
     } else {
-        n->value = PyErr_GetRaisedException();
         final = TG_FAILED;
         reraise = PyErr_GivenExceptionMatches(n->value, PyExc_KeyboardInterrupt) ||
                   PyErr_GivenExceptionMatches(n->value, PyExc_SystemExit);
         note_origin(n->value, n, NULL);
+        if (attempts > 1) note_attempts(n->value, n, attempts);
     }
     tg_node_drop_inputs(n);
     finish(NULL, n, final);

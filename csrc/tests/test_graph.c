@@ -155,6 +155,62 @@ static void test_poison_and_run_end(void) {
     printf("ok poison before and after a failure, run ends on the last finish\n");
 }
 
+typedef struct {
+    tg_task *t;
+    pthread_barrier_t *go;
+    int won;
+    int *written;  /* what the canceller wrote before cancelling (the runner must see it) */
+    int seen;      /* the starter's read of *written after losing */
+} cancel_racer;
+
+static void *canceller(void *arg) {
+    cancel_racer *r = arg;
+    pthread_barrier_wait(r->go);
+    *r->written = 42; /* published by the cancel's release CAS */
+    r->won = tg_task_cancel(r->t, TG_POISON_CANCEL);
+    return NULL;
+}
+
+static void *starter(void *arg) {
+    cancel_racer *r = arg;
+    pthread_barrier_wait(r->go);
+    r->won = tg_task_start(r->t);
+    if (!r->won) r->seen = *r->written; /* ordered by the failed CAS's acquire */
+    return NULL;
+}
+
+/* node.cancel() against the hand-out: exactly one wins; a task marked started cannot be
+ * cancelled, and a runner that loses sees what the canceller wrote. */
+static void test_cancel_races_start(void) {
+    int rounds = sanitized() ? 300 : 3000, cancelled = 0;
+    for (int k = 0; k < rounds; k++) {
+        tg_task t;
+        memset(&t, 0, sizeof t);
+        int written = 0;
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        cancel_racer c = {&t, &go, 0, &written, 0}, s = {&t, &go, 0, &written, 0};
+        pthread_t a, b;
+        pthread_create(&a, NULL, canceller, &c);
+        pthread_create(&b, NULL, starter, &s);
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+        pthread_barrier_destroy(&go);
+        CHECK(c.won + s.won == 1, "round %d: cancel %d, start %d", k, c.won, s.won);
+        if (c.won) {
+            cancelled++;
+            CHECK(tg_task_poisoned(&t) == TG_POISON_CANCEL, "cancelled: reason kept");
+            CHECK(s.seen == 42, "the losing starter sees the canceller's writes");
+        } else {
+            CHECK(tg_task_poisoned(&t) == TG_POISON_STARTED, "started: mark kept");
+        }
+        CHECK(tg_task_cancel(&t, TG_POISON_DEP) == 0, "a second cancel never wins");
+        CHECK(tg_task_start(&t) == 0, "a second start never wins");
+    }
+    printf("ok cancel racing the start: exactly one wins (%d rounds, %d cancelled)\n", rounds,
+           cancelled);
+}
+
 /* An inline claim (serial elision) has no run: a finish never touches one. */
 static void test_inline(void) {
     tg_task t, succ1;
@@ -180,6 +236,7 @@ int main(void) {
     test_edges_race_finish();
     test_poison_and_run_end();
     test_inline();
-    printf("graph: 4 passed, 0 failed\n");
+    test_cancel_races_start();
+    printf("graph: 5 passed, 0 failed\n");
     return 0;
 }

@@ -1,0 +1,295 @@
+"""Cancellation users can call (node.cancel(), tg.cancelled()), compute deadlines and retries:
+what a user of concurrent.futures, dask or Ray relies on."""
+import collections
+import os
+import threading
+import time
+
+import pytest
+
+import taskgraph as tg
+
+pytestmark = pytest.mark.timeout(120)
+SANITIZED = bool(os.environ.get("TASKGRAPH_SANITIZED"))
+
+
+@tg.task
+def sleepy(i, seconds=0.01):
+    time.sleep(seconds)
+    return i
+
+
+@tg.task
+def add(a, b):
+    return a + b
+
+
+# ---------------------------------------------------------------------- node.cancel()
+def test_cancelling_a_lazy_node_finishes_it_and_its_dependents_never_run():
+    n = add(1, 2)
+    assert n.cancel() is True and n.state == "cancelled" and n.done()
+    assert n.cancel() is True  # idempotent
+    with pytest.raises(tg.CancelledError, match=f"task {n.key} was cancelled: node.cancel()"):
+        n.result()
+    dep = add(n, 1)
+    with pytest.raises(tg.CancelledError, match="its dependency .* was cancelled"):
+        tg.compute(dep, workers=1)
+    assert dep.state == "cancelled"
+
+
+def test_finished_nodes_cannot_be_cancelled():
+    n = add(1, 2)
+    assert n.compute(workers=1) == 3
+    assert n.cancel() is False and n.result() == 3
+    bad = add(1, "x")
+    with pytest.raises(TypeError):
+        bad.compute(workers=1)
+    assert bad.cancel() is False and bad.state == "failed"
+
+
+def test_cancel_a_whole_compute_from_another_thread_exact_counts():
+    """The issue's figure: 10,000 x 10 ms tasks, cancelled after 50 ms from another thread:
+    control returns at once, nothing starts afterwards, and every node is accounted for."""
+    n_tasks = 2_000 if SANITIZED else 10_000
+    started = collections.Counter()
+    lock = threading.Lock()
+
+    @tg.task
+    def work(i):
+        with lock:
+            started["n"] += 1
+        time.sleep(0.01)
+        return i
+
+    nodes = [work(i) for i in range(n_tasks)]
+    results = {}
+
+    def canceller():
+        time.sleep(0.05)
+        results["t_cancel"] = time.monotonic()
+        results["returned"] = [n.cancel() for n in nodes]
+
+    with tg.Scheduler(workers=2) as s:
+        th = threading.Thread(target=canceller)
+        th.start()
+        with pytest.raises(tg.CancelledError):
+            s.compute(nodes)
+        t_back = time.monotonic()
+        th.join()
+        started_at_return = started["n"]
+        time.sleep(0.2)
+        assert started["n"] == started_at_return  # nothing started afterwards
+    states = collections.Counter(n.state for n in nodes)
+    assert states["done"] + states["failed"] + states["cancelled"] == n_tasks
+    assert states["done"] == started_at_return  # each started task finished; none lost
+    assert sum(results["returned"]) == states["cancelled"]  # cancel() told the truth
+    assert t_back - results["t_cancel"] < 5  # a liveness bound, not a speed claim
+
+
+def test_a_queued_node_cancelled_never_runs_and_the_compute_stops():
+    gate = threading.Event()
+    ran = []
+
+    @tg.task
+    def blocker():
+        gate.wait(30)
+        return "b"
+
+    @tg.task
+    def later(i):
+        ran.append(i)
+        return i
+
+    with tg.Scheduler(workers=1) as s:
+        b = blocker()
+        rest = [later(i) for i in range(5)]
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("err", _raises(s.compute, b, *rest)))
+        th.start()
+        while b.state != "running":
+            time.sleep(0.001)
+        assert rest[2].cancel() is True  # queued behind the blocker: it will never run
+        assert b.cancel() is False  # running: cannot be stopped, but the compute is cancelled
+        gate.set()
+        th.join(30)
+    assert isinstance(out["err"], tg.CancelledError)
+    assert ran == []  # the compute stopped: nothing queued ran
+    assert b.result() == "b"
+    assert all(r.state == "cancelled" for r in rest)
+
+
+def _raises(fn, *args):
+    try:
+        fn(*args)
+    except BaseException as e:  # noqa: BLE001 - the test inspects it
+        return e
+    return None
+
+
+def test_a_running_task_sees_cancelled_and_its_children_never_start():
+    started = threading.Event()
+    stop_seen = threading.Event()
+    kid_ran = []
+
+    @tg.task
+    def kid(i):
+        kid_ran.append(i)
+        return i
+
+    @tg.task
+    def long_body():
+        assert not tg.cancelled()
+        started.set()
+        while not tg.cancelled():  # cooperative: return early once asked
+            time.sleep(0.001)
+        stop_seen.set()
+        kids = [kid(i) for i in range(20)]  # spawned after the cancel: never start
+        return [k.exception() is not None for k in kids]
+
+    assert not tg.cancelled()  # outside a task
+    with tg.Scheduler(workers=2) as s:
+        n = long_body()
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("err", _raises(s.compute, n)))
+        th.start()
+        assert started.wait(30)
+        assert n.cancel() is False  # running
+        assert stop_seen.wait(30)
+        th.join(30)
+    assert n.state == "done" and n.result() == [True] * 20
+    assert kid_ran == []
+
+
+def test_cancelling_a_spawned_child_cancels_only_it_and_its_subtree():
+    gate = threading.Event()
+
+    @tg.task
+    def leaf(i):
+        return i
+
+    @tg.task
+    def sub(i):
+        gate.wait(30)
+        return [leaf(j) for j in range(3)]
+
+    @tg.task
+    def parent():
+        kids = [sub(i) for i in range(4)]
+        ok = kids[1].cancel()  # not started (one worker, busy with this task): never runs
+        gate.set()
+        out = []
+        for k in kids:
+            try:
+                out.append(len(k.result()))
+            except tg.CancelledError:
+                out.append("cancelled")
+        return ok, out
+
+    assert tg.compute(parent(), workers=1) == (True, [3, "cancelled", 3, 3])
+
+
+def test_cancel_in_serial_mode_and_of_a_node_run_elsewhere():
+    with tg.serial():
+        n = add(1, 2)  # ran at once
+    assert n.cancel() is False and n.result() == 3
+    lazy = add(2, 2)
+    assert lazy.cancel() is True
+    with tg.serial(), pytest.raises(tg.CancelledError):
+        add(lazy, 1).result()
+
+
+# ---------------------------------------------------------------------- deadlines
+def test_compute_timeout_is_a_deadline_that_cancels_what_has_not_started():
+    nodes = [sleepy(i, 0.05) for i in range(200)]  # 5 s on 2 workers
+    with tg.Scheduler(workers=2) as s:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match="what had not started was cancelled"):
+            s.compute(nodes, timeout=0.2)
+        assert time.monotonic() - t0 < 5
+        s.compute(add(1, 1))  # usable
+    states = collections.Counter(n.state for n in nodes)
+    assert states["cancelled"] > 150 and states["done"] + states["cancelled"] == 200
+    with pytest.raises(tg.CancelledError, match="timed out after 0.2 s"):
+        nodes[-1].result()
+
+
+def test_result_timeout_only_stops_waiting():
+    n = sleepy(5, 0.3)
+    with tg.Scheduler(workers=1) as s, tg.use_scheduler(s):
+        with pytest.raises(TimeoutError, match="the work goes on"):
+            n.result(timeout=0.05)
+        assert n.result(timeout=30) == 5
+
+
+# ---------------------------------------------------------------------- retries
+def test_retries_run_a_flaky_task_again_and_trace_every_attempt(sched):
+    calls = collections.Counter()
+    lock = threading.Lock()
+
+    @tg.task(retries=3)
+    def flaky(key, failures):
+        with lock:
+            calls[key] += 1
+            n = calls[key]
+        if n <= failures:
+            raise ConnectionError(f"{key}: flake {n}")
+        return n
+
+    with tg.trace() as tr:
+        assert sched.compute([flaky(i, i % 4) for i in range(8)]) == [1, 2, 3, 4] * 2
+    by_name = [r for r in tr.records if r.name == "flaky"]
+    assert len(by_name) == sum(i % 4 + 1 for i in range(8))  # one record per attempt
+    assert sum(r.state == "retried" for r in by_name) == sum(i % 4 for i in range(8))
+    final = [r for r in by_name if r.state == "done"]
+    assert sorted(r.attempt for r in final) == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert all(r.key.endswith(f"#{r.attempt}") and r.error_type == "ConnectionError"
+               for r in by_name if r.state == "retried")
+    assert "retried 12" in tr.summary()
+
+
+def test_retries_give_up_with_a_note_and_only_on_the_chosen_errors():
+    calls = []
+
+    @tg.task(retries=2, retry_on=(ConnectionError,))
+    def always(kind):
+        calls.append(kind)
+        raise kind("nope")
+
+    with pytest.raises(ConnectionError) as ei:
+        tg.compute(always(ConnectionError), workers=1)
+    assert len(calls) == 3
+    assert any("failed 3 times (retries=2)" in n for n in ei.value.__notes__)
+    calls.clear()
+    with pytest.raises(KeyError):
+        tg.compute(always(KeyError), workers=1)
+    assert len(calls) == 1  # not a retry_on class: not retried
+
+
+def test_retries_in_serial_mode_and_options_are_kept_by_pickling():
+    import pickle
+    calls = []
+
+    @tg.task(retries=1)
+    def once_flaky():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("first")
+        return len(calls)
+
+    with tg.serial():
+        assert once_flaky().result() == 2
+    assert once_flaky.retries == 1 and once_flaky.retry_on == (Exception,)
+    back = pickle.loads(pickle.dumps(tg.Task(len, name="n", retries=4, retry_on=KeyError)))
+    assert back.retries == 4 and back.retry_on == (KeyError,)
+
+
+@pytest.mark.parametrize("kw, err, msg", [
+    ({"retries": -1}, ValueError, "retries must be from 0 to 1000"),
+    ({"retries": 1001}, ValueError, "retries must be from 0 to 1000"),
+    ({"retries": "3"}, TypeError, "retries must be an int"),
+    ({"retries": 2, "retry_on": "ValueError"}, TypeError, "retry_on must be an exception class"),
+    ({"retry_on": ValueError}, ValueError, "retry_on without retries"),
+])
+def test_bad_retry_options_are_clear_errors(kw, err, msg):
+    with pytest.raises(err, match=msg):
+        tg.task(len, name="bad", **kw)
