@@ -376,10 +376,16 @@ static tg_find hand_out(tg_pool *p, int w, uint64_t item, int stolen, tg_task **
     tg_task *t = (tg_task *)(uintptr_t)item;
     t->worker = w;
     t->stolen = (uint8_t)stolen;
-    /* tg_task_start: the task is marked started unless a reason not to run was stored first
-     * (its acq_rel CAS pairs with the canceller's release). The run's flag may be seen late
-     * (see tg_run_cancel). */
-    t->skip = !tg_task_start(t) || tg_run_is_cancelled(t->run);
+    /* A task of a cancelled run gets that reason stored (so node.cancel() racing with us
+     * reports that it never runs); any other is marked started unless a reason not to run was
+     * stored first (tg_task_start's acq_rel CAS pairs with the canceller's release). The
+     * run's flag may be seen late (see tg_run_cancel): the task then runs. */
+    if (tg_run_is_cancelled(t->run)) {
+        tg_task_cancel(t, TG_POISON_CANCEL); /* fails only if a reason was stored first */
+        t->skip = 1;
+    } else {
+        t->skip = !tg_task_start(t);
+    }
     /* Relaxed: informational; the final state is what other threads synchronise on. */
     atomic_store_explicit(&t->state, TG_RUNNING, memory_order_relaxed);
     stat_inc(&p->w[w], TG_STAT_RUN);

@@ -82,7 +82,10 @@ def test_cancel_a_whole_compute_from_another_thread_exact_counts():
     states = collections.Counter(n.state for n in nodes)
     assert states["done"] + states["failed"] + states["cancelled"] == n_tasks
     assert states["done"] == started_at_return  # each started task finished; none lost
-    assert sum(results["returned"]) == states["cancelled"]  # cancel() told the truth
+    # cancel() told the truth: True only for nodes that never ran. (Here every False is a node
+    # that had started: hand-out stores the run's cancellation before the start mark.)
+    assert all(n.state == "cancelled" for n, r in zip(nodes, results["returned"]) if r)
+    assert sum(results["returned"]) == states["cancelled"]
     assert t_back - results["t_cancel"] < 5  # a liveness bound, not a speed claim
 
 
@@ -222,6 +225,7 @@ def test_result_timeout_only_stops_waiting():
 
 
 # ---------------------------------------------------------------------- retries
+@pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")
 def test_retries_run_a_flaky_task_again_and_trace_every_attempt(sched):
     calls = collections.Counter()
     lock = threading.Lock()

@@ -254,11 +254,15 @@ static PyObject *node_done(NodeObject *n, PyObject *unused) {
 
 /* ---------------------------------------------------------------- cancelling */
 
-int tg_node_cancel_requested(NodeObject *n) {
+int tg_node_cancel_asked(NodeObject *n) {
     /* Relaxed: requests (see tgpy.h); a late sight only lets the task run a little longer. */
     for (NodeObject *p = n; p; p = p->parent)
         if (atomic_load_explicit(&p->cancel, memory_order_relaxed)) return 1;
-    return n->t.run && tg_run_is_cancelled(n->t.run);
+    return 0;
+}
+
+int tg_node_cancel_requested(NodeObject *n) {
+    return tg_node_cancel_asked(n) || (n->t.run && tg_run_is_cancelled(n->t.run));
 }
 
 /* The CancelledError of a node cancelled before anyone claimed it. */
@@ -384,8 +388,8 @@ static PyGetSetDef node_getset[] = {
 
 PyDoc_STRVAR(result_doc,
 "result(timeout=None): the node's value, computing it first if needed.\n\n"
-"* Outside a worker: a lazy node is computed on the default scheduler (like\n"
-"  taskgraph.compute(node)); a node already running elsewhere is waited for. `timeout`\n"
+"* Outside a worker: a lazy node is computed on the current scheduler (like\n"
+"  taskgraph.compute(node): the innermost `with` block's, else the default one); a node already running elsewhere is waited for. `timeout`\n"
 "  (seconds) raises TimeoutError if it is not done by then; the work goes on and a later\n"
 "  call can wait again. Ctrl-C raises KeyboardInterrupt.\n"
 "* Inside a task of the scheduler that runs the node (or on a lazy node): joins. The worker\n"
@@ -410,6 +414,9 @@ PyDoc_STRVAR(cancel_doc,
 "* A running node keeps running (Python cannot stop a thread): its task can check\n"
 "  taskgraph.cancelled() and return early; the tasks it spawned that have not started never\n"
 "  start.\n"
+"False means the node had been handed to a worker: it runs, unless the task that spawned it\n"
+"is cancelled at that same moment, in which case it still finishes cancelled without\n"
+"running. True is always exact.\n"
 "Never raises (except MemoryError).");
 
 PyDoc_STRVAR(exception_doc,

@@ -89,6 +89,9 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject 
                         size_t nargsf, PyObject *kwnames);
 /* Whether the task of n (running) should stop: node.cancel() was called on it or on a task
  * that spawned it, or its run was cancelled (fail fast, Ctrl-C, timeout, close). */
+/* node.cancel() was called on n or on a task that spawned it (the flags only). */
+int tg_node_cancel_asked(NodeObject *n);
+/* The same, or n's run was cancelled: what taskgraph.cancelled() answers. */
 int tg_node_cancel_requested(NodeObject *n);
 /* Its key, e.g. "fib-3.1041": the task's name, the number of the thread that made the node
  * and that thread's counter (given when the node is made). */

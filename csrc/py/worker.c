@@ -374,7 +374,7 @@ static void skip(Worker *W, NodeObject *n);
 static void execute(Worker *W, NodeObject *n) {
     /* Relaxed: a hint (see RunObject.cancel_running). */
     if (atomic_load_explicit(&RUN_OF(n->t.run)->cancel_running, memory_order_relaxed) &&
-        tg_node_cancel_requested(n)) { /* a task that spawned it was cancelled meanwhile */
+        n->parent && tg_node_cancel_asked(n->parent)) { /* its spawner was cancelled meanwhile */
         skip(W, n);
         return;
     }
