@@ -13,7 +13,7 @@ WRAP_OOM := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
 linkflags = $$( [ $$t = oom ] && echo '$(WRAP_OOM)' )
 BUILD := build
 
-.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-gil test-asan demo pictures bench bench-deps bench-quick clean
+.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-parallel test-gil test-asan demo pictures bench bench-deps bench-quick clean
 
 setup:
 	@bash tools/setup.sh
@@ -22,6 +22,7 @@ test: setup
 	@$(MAKE) --no-print-directory test-c
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory test-py
+	@$(MAKE) --no-print-directory test-parallel
 	@$(MAKE) --no-print-directory test-gil
 	@$(MAKE) --no-print-directory test-asan
 
@@ -58,6 +59,14 @@ test-py:
 	@echo "== Python tests, free-threaded ($$($(PY) -c 'import sys; print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled())'))"
 	@TASKGRAPH_REQUIRE_DASK=1 $(PY) -m pytest -q -rs -p no:cacheprovider
 
+# The same tests again, each run by 4 threads at once (pytest-run-parallel), free-threaded:
+# races between computes, schedulers and nodes of different threads. Tests marked
+# thread_unsafe (process-wide state: traces, injected faults, Ctrl-C, object counts) run once;
+# the load test's stress phase is shortened (test-py ran it in full).
+test-parallel:
+	@echo "== Python tests, free-threaded, 4 threads per test (pytest-run-parallel)"
+	@TASKGRAPH_STRESS_SECONDS=5 TASKGRAPH_REQUIRE_DASK=1 $(PY) -m pytest -q -p no:cacheprovider --parallel-threads=4
+
 # The same Python tests on the machine's ordinary GIL build (correctness only).
 test-gil:
 	@if [ -x $(GILPY) ]; then \
@@ -86,7 +95,8 @@ bench-deps: setup
 	@if [ -x $(GILPY) ]; then $(GILPY) -m pip install -q --disable-pip-version-check "matplotlib>=3.7" >/dev/null 2>&1 || echo "matplotlib not installed: no plot"; fi
 
 # The benchmarks (docs/benchmarks.md): the suite against peers, the per-task targets, the
-# instruction counts (valgrind), then the report. Results: benchmarks/results/.
+# instruction counts (valgrind), the dask backend, then the report; the reliability and
+# memory figures (docs/reliability.md). Results: benchmarks/results/.
 bench: bench-deps
 	@mkdir -p benchmarks/results
 	@$(PY) benchmarks/suite.py --out benchmarks/results/ft.json
@@ -94,6 +104,8 @@ bench: bench-deps
 	@$(PY) benchmarks/per_task.py --out benchmarks/results/per_task.json
 	@$(PY) benchmarks/instructions.py --out benchmarks/results/instructions.json || echo "no instruction counts"
 	@$(PY) benchmarks/dask_overhead.py --out benchmarks/results/dask.json
+	@$(PY) benchmarks/reliability.py --out benchmarks/results/reliability.json
+	@$(PY) benchmarks/memory.py --out benchmarks/results/memory.json
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
 	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
 	  --dask benchmarks/results/dask.json
@@ -104,6 +116,8 @@ bench-quick: bench-deps
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --quick --gil-subset --out build/bench-quick/gil.json; fi
 	@$(PY) benchmarks/per_task.py --quick --out build/bench-quick/per_task.json
 	@$(PY) benchmarks/dask_overhead.py --quick --out build/bench-quick/dask.json
+	@$(PY) benchmarks/reliability.py --quick --out build/bench-quick/reliability.json
+	@$(PY) benchmarks/memory.py --quick --out build/bench-quick/memory.json
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:

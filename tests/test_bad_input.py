@@ -339,6 +339,7 @@ def test_damaged_graph_files_are_refused_without_unpickling_anything(tmp_path):
 
 
 # ---------------------------------------------------------------------- wrong types and values
+@pytest.mark.thread_unsafe(reason="opens traces, which record every task of the process")
 def test_file_functions_refuse_what_is_not_a_path_and_never_touch_a_descriptor(tmp_path):
     """An int path would be taken by open() as a file descriptor, read or written, and closed."""
     with tg.trace() as tr:
@@ -385,6 +386,7 @@ def test_visualize_of_what_is_not_a_node_names_it(tmp_path, bad):
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.thread_unsafe(reason="opens traces, which record every task of the process")
 def test_visualize_options_are_checked_before_anything_is_written(tmp_path):
     n = add(add(1), 2)
     with pytest.raises(ValueError, match=r"cannot tell the picture format from .*g\.unknown.*\.svg, \.png, \.pdf or \.dot"):
@@ -563,3 +565,43 @@ def test_a_cycle_given_to_compute_does_not_call_compute_a_task():
     with pytest.raises(RecursionError) as ei:
         tg.compute(loop, workers=1)
     assert "compute" in str(ei.value) and "task compute" not in str(ei.value)
+
+
+# ---------------------------------------------------------------------- nodes of another scheduler
+def test_nodes_of_another_scheduler_are_waited_for_not_joined_and_values_flow():
+    """A node running on scheduler B, awaited inside a task of scheduler A, is waited for (A's
+    worker cannot run B's tasks); a node finished on A is a plain value on B; computing on B a
+    node A is running waits for A's result (each node runs once)."""
+    import threading
+    gate = threading.Event()
+    runs = collections.Counter()
+
+    @tg.task
+    def held(x):
+        runs["held"] += 1
+        gate.wait(30)
+        return x * 10
+
+    box = {}
+
+    @tg.task
+    def awaits():
+        return box["h"].result() + 1  # B's node: waited for, not joined
+
+    with tg.Scheduler(workers=1) as a, tg.Scheduler(workers=1) as b:
+        h = box["h"] = held(4)
+        on_b = threading.Thread(target=lambda: b.compute(h))
+        on_b.start()
+        while h.state != "running":
+            gate.wait(0.001)
+        waiter = awaits()
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("a", a.compute(waiter)))
+        th.start()
+        also = threading.Thread(target=lambda: out.setdefault("a2", a.compute(h)))
+        also.start()
+        gate.set()
+        th.join(30), also.join(30), on_b.join(30)
+        assert out == {"a": 41, "a2": 40} and runs["held"] == 1
+        assert b.compute(add(h, 2)) == 42  # finished on B, used on B and A alike
+        assert a.compute(add(h, 3)) == 43

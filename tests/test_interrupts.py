@@ -17,6 +17,7 @@ pytestmark = [
     pytest.mark.timeout(120),
     pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                        reason="Ctrl-C reaches the main thread only"),
+    pytest.mark.thread_unsafe(reason="Ctrl-C (_thread.interrupt_main) reaches the main thread only"),
 ]
 BOUND = 3.0  # seconds: far above the measured latency; below it means "no hang"
 

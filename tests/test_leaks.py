@@ -16,7 +16,10 @@ import taskgraph as tg
 from helpers import scaled
 from taskgraph._native import core
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.thread_unsafe(reason="counts process-wide objects, Runs and allocated blocks"),
+]
 
 
 class Payload:

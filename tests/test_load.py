@@ -14,7 +14,10 @@ import taskgraph as tg
 from helpers import fib_calls, fib_serial
 from taskgraph._native import FREE_THREADED_BUILD, lib
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.thread_unsafe(reason="load tests own the machine: their bounds assume no other tests running"),
+]
 SANITIZED = bool(os.environ.get("TASKGRAPH_SANITIZED"))
 STRESS_SECONDS = float(os.environ.get("TASKGRAPH_STRESS_SECONDS",
                                       30 if FREE_THREADED_BUILD and not SANITIZED else 5))

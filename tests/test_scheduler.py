@@ -21,6 +21,7 @@ def _ok(x):
 
 
 # ---------------------------------------------------------------------- lifecycle
+@pytest.mark.thread_unsafe(reason="counts the process's threads")
 def test_creating_and_closing_100_schedulers_leaves_no_thread():
     before = threading.active_count()
     for i in range(100):
@@ -151,6 +152,7 @@ def test_compute_rejects_what_is_not_a_scheduler():
 
 
 # ---------------------------------------------------------------------- resources
+@pytest.mark.thread_unsafe(reason="measures the process's CPU time")
 def test_idle_scheduler_uses_almost_no_cpu():
     with tg.Scheduler(workers=4) as s:
         s.compute(fib(18))
@@ -171,6 +173,7 @@ class Blob:
         Blob.alive.add(self)
 
 
+@pytest.mark.thread_unsafe(reason="counts 1 MiB results alive in the whole process")
 def test_intermediate_results_are_released_during_the_run():
     peak = [0]
 
@@ -194,6 +197,7 @@ def test_intermediate_results_are_released_during_the_run():
     assert len(Blob.alive) == 0
 
 
+@pytest.mark.thread_unsafe(reason="counts 1 MiB results alive in the whole process")
 def test_fork_join_results_are_released_when_joined_and_dropped():
     @tg.task
     def make(i):

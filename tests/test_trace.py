@@ -7,7 +7,10 @@ import pytest
 import taskgraph as tg
 from helpers import fib, fib_calls
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.thread_unsafe(reason="a trace records every task of the process: other threads' tasks would appear in it"),
+]
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])

@@ -9,7 +9,10 @@ import pytest
 import taskgraph as tg
 from helpers import fib
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.thread_unsafe(reason="draws traces, which record every task of the process"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -314,6 +314,7 @@ def test_an_error_at_any_depth_of_a_chain_of_joins_propagates(workers):
         assert s.compute(chain(100)) == 100
 
 
+@pytest.mark.thread_unsafe(reason="injected faults are process-wide")
 @pytest.mark.parametrize("site", ["FAULT_SPAWN", "FAULT_NODE_ALLOC"])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_an_internal_failure_at_any_depth_of_a_join_never_hangs(site, workers):
@@ -331,6 +332,7 @@ def test_an_internal_failure_at_any_depth_of_a_join_never_hangs(site, workers):
             assert s.compute(chain(30)) == 30
 
 
+@pytest.mark.thread_unsafe(reason="injected faults are process-wide")
 def test_spawn_out_of_memory_fails_that_node_only():
     @tg.task
     def leaf(i):
