@@ -228,13 +228,31 @@ static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     return 0;
 }
 
+/* n's outcome was just read. If that happened in the task that spawned n, on its thread (the
+ * only one that touches its list of children), and n is the latest child, the list forgets n
+ * now: a loop that spawns, joins and drops one child at a time keeps one alive, not the up to
+ * 64 that add_kid's pruning (worker.c) would. n itself lives on while the caller holds it. */
+static void forget_read_kid(NodeObject *n) {
+    NodeObject *p = n->parent;
+    if (!p || p->kids != n) return;
+    Worker *W = TG_TLS.worker;
+    if (!W || W->current != p) return;
+    p->kids = n->sibling;
+    n->sibling = NULL;
+    p->nkids--;
+    Py_DECREF(n); /* the list's reference; the caller's keeps n alive */
+}
+
 static PyObject *node_result(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    if (nargs == 0 && !kwnames && tg_task_state(&n->t) >= TG_DONE) return tg_node_outcome(n);
-    double timeout;
-    int has;
-    if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
-    if (node_wait(n, timeout, has) < 0) return NULL;
-    return tg_node_outcome(n);
+    if (nargs || kwnames || tg_task_state(&n->t) < TG_DONE) {
+        double timeout;
+        int has;
+        if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
+        if (node_wait(n, timeout, has) < 0) return NULL;
+    }
+    PyObject *r = tg_node_outcome(n);
+    forget_read_kid(n);
+    return r;
 }
 
 static PyObject *node_exception(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -243,6 +261,7 @@ static PyObject *node_exception(NodeObject *n, PyObject *const *args, Py_ssize_t
     if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
     if (node_wait(n, timeout, has) < 0) return NULL;
     atomic_store_explicit(&n->seen, 1, memory_order_relaxed); /* see tg_node_outcome */
+    forget_read_kid(n);
     if (tg_task_state(&n->t) == TG_DONE) Py_RETURN_NONE;
     return Py_NewRef(n->value);
 }
