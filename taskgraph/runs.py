@@ -10,9 +10,10 @@ from taskgraph._native import core
 __all__ = ["compute_nodes", "raise_first_error", "check_timeout", "WAIT_SLICE"]
 
 # How often a thread waiting in compute() wakes up. Free-threaded CPython frees an object in
-# the thread that created it: nodes built on the caller's thread and dropped by the workers are
-# only freed (with the results they hold) when the caller runs Python code again. Waking every
-# 2 ms keeps intermediate results from piling up during long runs, for about 0.5% of a core.
+# the thread that created it: objects made on the caller's thread (task arguments) and dropped
+# by the workers are only freed when the caller runs Python code again. (Lazy nodes give up
+# their owner thread when made, docs/design/native.md, so their results do not wait.) Waking
+# every 2 ms keeps such objects from piling up during long runs, for about 0.5% of a core.
 WAIT_SLICE = 0.002
 
 

@@ -35,6 +35,34 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject 
     return n;
 }
 
+#ifdef Py_GIL_DISABLED
+/* op, which only the caller has seen (count 1, owned by this thread), gives up its owner. */
+static void unown(PyObject *op) {
+    if (!_Py_IsOwnedByCurrentThread(op) || Py_REFCNT(op) != 1)
+        Py_FatalError("taskgraph: unown() of an object already shared");
+    op->ob_tid = _Py_UNOWNED_TID;
+    op->ob_ref_local = 0;
+    op->ob_ref_shared = _Py_REF_SHARED(1, _Py_REF_MERGED);
+}
+#endif
+
+void tg_node_unown(NodeObject *n) {
+#ifdef Py_GIL_DISABLED
+    /* Free-threaded CPython frees an object on the thread that owns it: a last reference
+     * dropped by another thread queues the object to its owner, freed when the owner next
+     * runs Python code. A lazy node is made by the user's thread and dropped by the worker
+     * that ran its last consumer (its dependency tuple too), so it, and the result it holds,
+     * would wait for the user's thread to wake up. Here both give up their owner, as CPython
+     * itself does when an owner drops its last local reference while others hold shared ones
+     * (Py_SET_REFCNT from a non-owner thread writes the same state): whichever thread drops
+     * the last reference frees them at once. Only for objects nobody else has seen yet. */
+    unown((PyObject *)n);
+    if (n->deps) unown(n->deps);
+#else
+    (void)n;
+#endif
+}
+
 PyObject *tg_node_key(NodeObject *n) {
     uint64_t id = n->t.id;
     return PyUnicode_FromFormat("%U-%llu.%llu", n->name, (unsigned long long)(id >> 40),

@@ -43,6 +43,7 @@ static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t n
         }
     } else {
         n->lazy = 1; /* user code (or a backend) sees it before anyone claims it */
+        tg_node_unown(n); /* freed by whichever thread drops it last (node.c) */
         if (tls->backend) { /* a task of another backend (dask) runs on this thread */
             PyObject *r = PyObject_CallMethodOneArg(tls->backend, TG.str_spawn, (PyObject *)n);
             if (!r) {

@@ -89,6 +89,9 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject 
                         size_t nargsf, PyObject *kwnames);
 /* Whether the task of n (running) should stop: node.cancel() was called on it or on a task
  * that spawned it, or its run was cancelled (fail fast, Ctrl-C, timeout, close). */
+/* A lazy node, just made, gives up its owner thread (free-threaded builds): whichever
+ * thread drops its last reference frees it at once (see node.c). */
+void tg_node_unown(NodeObject *n);
 /* node.cancel() was called on n or on a task that spawned it (the flags only). */
 int tg_node_cancel_asked(NodeObject *n);
 /* The same, or n's run was cancelled: what taskgraph.cancelled() answers. */
