@@ -262,9 +262,10 @@ static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
  * 64 that add_kid's pruning (worker.c) would. n itself lives on while the caller holds it. */
 static void forget_read_kid(NodeObject *n) {
     NodeObject *p = n->parent;
-    if (!p || p->kids != n) return;
+    if (!p) return;
     Worker *W = TG_TLS.worker;
-    if (!W || W->current != p) return;
+    /* p->kids is read only on the thread running p (checked first: no race on it). */
+    if (!W || W->current != p || p->kids != n) return;
     p->kids = n->sibling;
     n->sibling = NULL;
     p->nkids--;
