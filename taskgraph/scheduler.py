@@ -253,7 +253,6 @@ class Scheduler:
         # cannot drain at the same time.
         self._engine.drain()
 
-
     def _compute_nodes(self, nodes, timeout=None, progress=False):
         self._check_open()
         return compute_nodes(self, nodes, timeout, progress)

@@ -275,7 +275,7 @@ typedef struct {
     RecorderObject *rec; /* the recorder when the task started, or NULL */
     int timed;           /* recorded, or nested in a recorded task (its time is a join's) */
     int64_t t0, g0;      /* its start, and the collection total then */
-    int attempt;         /* set before tg_rec_end: 0, or which attempt of a retried task */
+    int attempt;         /* 0, or which attempt of a retried task (set before tg_rec_end) */
 } tg_rec_start;
 
 /* Called when a task starts, after its frame was pushed. */
@@ -285,6 +285,7 @@ static inline void tg_rec_begin(Worker *W, tg_rec_start *s) {
     int n = W->nframes;
     s->timed = s->rec || (n > 1 && n <= W->capframes && W->frames[n - 2].traced);
     if (n <= W->capframes) W->frames[n - 1].traced = s->rec != NULL;
+    s->attempt = 0;
     if (s->timed) {
         s->t0 = tg_clock_ticks();
         s->g0 = tg_trace_gc_ticks();

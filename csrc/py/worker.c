@@ -414,7 +414,6 @@ static void skip(Worker *W, NodeObject *n) {
     push_frame(W);
     tg_rec_start rs;
     tg_rec_begin(W, &rs);
-    rs.attempt = 0;
     n->value = cancel_error(n);
     tg_frame f = pop_frame(W);
     if (rs.timed) tg_rec_end(W, &rs, n, TG_CANCELLED, &f);
