@@ -18,7 +18,8 @@ int tg_task_claim(tg_task *t, tg_run *run) {
     if (!atomic_compare_exchange_strong_explicit(&t->state, &expect, TG_PENDING,
                                                  memory_order_acq_rel, memory_order_acquire))
         return 0;
-    t->run = run;
+    /* Relaxed: see tg_task_run. */
+    atomic_store_explicit(&t->run, run, memory_order_relaxed);
     t->worker = -1;
     /* Relaxed: nothing is published yet; the push that publishes the task (release store of
      * the deque's bottom, or the injector's lock) orders these stores for the runner. The other
@@ -37,7 +38,7 @@ int tg_task_claim_inline(tg_task *t) {
     if (!atomic_compare_exchange_strong_explicit(&t->state, &expect, TG_RUNNING,
                                                  memory_order_acq_rel, memory_order_acquire))
         return 0;
-    t->run = NULL;
+    atomic_store_explicit(&t->run, NULL, memory_order_relaxed); /* see tg_task_run */
     t->worker = -1;
     return 1;
 }
@@ -89,7 +90,7 @@ int tg_task_release_hold(tg_task *t) {
 }
 
 int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task *), void *ctx) {
-    tg_run *run = t->run;
+    tg_run *run = tg_task_run(t);
     /* Relaxed: published by the release half of the exchange below. */
     atomic_store_explicit(&t->final, final, memory_order_relaxed);
     /* acq_rel exchange: acquire pairs with the release CAS of every tg_task_depend that added
@@ -134,6 +135,34 @@ int tg_task_start(tg_task *t) {
      * failure, acquire: we see the canceller's writes before its reason. */
     return atomic_compare_exchange_strong_explicit(&t->poisoned, &expect, TG_POISON_STARTED,
                                                    memory_order_acq_rel, memory_order_acquire);
+}
+
+tg_run *tg_task_run(const tg_task *t) {
+    /* Relaxed: pairs with the relaxed store in the claim (ordered for whoever the task is
+     * handed to by the push that published it). */
+    return atomic_load_explicit(&((tg_task *)t)->run, memory_order_relaxed);
+}
+
+void tg_task_want(tg_task *t) {
+    /* acq_rel RMW on `interest`: one total order with the hand-out's RMW in
+     * tg_task_run_skips; whichever comes first decides. */
+    atomic_fetch_or_explicit(&t->interest, TG_WANTED, memory_order_acq_rel);
+}
+
+int tg_task_run_skips(tg_task *t) {
+    /* acq_rel RMW: pairs with tg_task_want's (see there). */
+    return !(atomic_fetch_or_explicit(&t->interest, TG_DECIDED, memory_order_acq_rel) & TG_WANTED);
+}
+
+int tg_task_has_successors(const tg_task *t) {
+    /* Acquire: pairs with the release CAS that adds an edge in tg_task_depend. */
+    tg_edge *e = atomic_load_explicit(&((tg_task *)t)->succ, memory_order_acquire);
+    return e != NULL && e != TG_SEALED;
+}
+
+int tg_task_wanted(const tg_task *t) {
+    /* Acquire: pairs with tg_task_want's RMW. */
+    return (atomic_load_explicit(&((tg_task *)t)->interest, memory_order_acquire) & TG_WANTED) != 0;
 }
 
 int tg_task_poisoned(const tg_task *t) {

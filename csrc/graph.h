@@ -61,14 +61,21 @@ typedef struct tg_task {
     uint8_t skip;             /* set at hand-out: 1 = do not run (poisoned or run cancelled);
                                * written and read by the worker it is handed to only */
     uint8_t stolen;           /* set at hand-out: 1 = taken from another worker's deque */
-    uint16_t pad;
+    _Atomic uint8_t interest; /* TG_WANTED / TG_DECIDED bits (tg_task_want, tg_task_run_skips) */
+    uint8_t pad;
     _Atomic(tg_edge *) succ;  /* successors; TG_SEALED once finished */
-    tg_run *run;              /* set by the claim */
+    _Atomic(tg_run *) run;    /* set by the claim (relaxed: see tg_task_run) */
     struct tg_task *link;     /* for a list owned by whoever holds the task (pool.c's refused
                                * successors); never shared */
     uint64_t id;              /* number for the node's key: given by its owner when it is
                                * made, before anyone else can see it; never changed */
 } tg_task;
+
+/* Bits of tg_task.interest. */
+enum {
+    TG_WANTED = 1, /* a run other than the task's own needs its outcome (tg_task_want) */
+    TG_DECIDED = 2 /* the hand-out of a task whose run was cancelled decided (tg_task_run_skips) */
+};
 
 /* Results of tg_task_depend. */
 typedef enum {
@@ -109,6 +116,24 @@ int tg_task_start(tg_task *t);
 /* The poison reason (or TG_POISON_STARTED), read with acquire (pairs with the release in
  * tg_task_cancel). */
 int tg_task_poisoned(const tg_task *t);
+/* The run a claimed task belongs to (NULL: claimed inline, or not claimed yet). Relaxed: the
+ * claim stores it after winning the state CAS; a thread that is not ordered after the claim
+ * (it saw the state change, nothing more) may still read NULL and must treat that as "not
+ * mine". Whoever is handed the task, or holds the run, reads the right value. */
+tg_run *tg_task_run(const tg_task *t);
+/* Someone outside the task's own run needs its outcome (a concurrent compute that found it
+ * claimed, a join from another run, a waiter outside the workers): if its own run is
+ * cancelled before the task is handed out, it runs anyway. A task whose own run's cancel
+ * was decided first (tg_task_run_skips) stays skipped: one of the two comes first. */
+void tg_task_want(tg_task *t);
+/* At hand-out of a task whose run was cancelled: 1 if it must be skipped (nobody else wants
+ * it), 0 if it runs for another run that wants it. */
+int tg_task_run_skips(tg_task *t);
+/* Whether a consumer waits for t (an edge was added and t has not finished): cheap, for the
+ * "awaits its own consumer" check of a join. */
+int tg_task_has_successors(const tg_task *t);
+/* Whether another run wants the task (tg_task_want was called). */
+int tg_task_wanted(const tg_task *t);
 /* The state, read with acquire (pairs with the release store in tg_task_finish). */
 int tg_task_state(const tg_task *t);
 /* A submitter holds its run open while it adds tasks, so that the run cannot end (live reach 0)

@@ -3,10 +3,12 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "deque.h"
 
@@ -90,7 +92,13 @@ tg_pool *tg_pool_new(int nworkers) {
         w->dq = tg_deque_new(64);
         if (!w->dq) goto fail;
         pthread_mutex_init(&w->mu, NULL);
-        pthread_cond_init(&w->cv, NULL);
+        /* CLOCK_MONOTONIC: the timed parks of polling joins (park()) must not jump with the
+         * wall clock. */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&w->cv, &ca);
+        pthread_condattr_destroy(&ca);
         atomic_init(&w->sleeping, AWAKE);
         atomic_init(&w->waiting_for, NULL);
         w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
@@ -330,7 +338,8 @@ typedef struct {
 
 static void on_ready(void *vctx, tg_task *s) {
     ready_ctx *c = vctx;
-    tg_pool *sp = s->run ? s->run->pool : NULL;
+    tg_run *srun = tg_task_run(s);
+    tg_pool *sp = srun ? srun->pool : NULL;
     if (sp && sp == c->p && c->w >= 0) {
         /* A released successor goes onto the finishing worker's own deque. Out of memory here
          * cannot be reported to anyone (the task is ready and nobody else holds it): fail
@@ -349,7 +358,8 @@ static void on_ready(void *vctx, tg_task *s) {
 
 int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refused) {
     ready_ctx c = {p, w, 0, NULL};
-    tg_pool *tp = t->run ? t->run->pool : NULL; /* read before the finish publishes t */
+    tg_run *trun = tg_task_run(t);
+    tg_pool *tp = trun ? trun->pool : NULL; /* read before the finish publishes t */
     int ended = tg_task_finish(t, final, on_ready, &c);
     if (c.pushed) notify_new_work(p);
     if (c.refused) { /* append to the caller's list (never NULL: see pool.h) */
@@ -377,10 +387,12 @@ static tg_find hand_out(tg_pool *p, int w, uint64_t item, int stolen, tg_task **
     t->worker = w;
     t->stolen = (uint8_t)stolen;
     /* A task of a cancelled run gets that reason stored (so node.cancel() racing with us
-     * reports that it never runs); any other is marked started unless a reason not to run was
-     * stored first (tg_task_start's acq_rel CAS pairs with the canceller's release). The
-     * run's flag may be seen late (see tg_run_cancel): the task then runs. */
-    if (tg_run_is_cancelled(t->run)) {
+     * reports that it never runs), unless another run wants it (tg_task_want: a concurrent
+     * compute that shares it must not see it cancelled by this run's cancel); any other is
+     * marked started unless a reason not to run was stored first (tg_task_start's acq_rel
+     * CAS pairs with the canceller's release). The run's flag may be seen late (see
+     * tg_run_cancel): the task then runs. */
+    if (tg_run_is_cancelled(tg_task_run(t)) && tg_task_run_skips(t)) {
         tg_task_cancel(t, TG_POISON_CANCEL); /* fails only if a reason was stored first */
         t->skip = 1;
     } else {
@@ -441,8 +453,9 @@ static void stop_searching(tg_pool *p) {
 }
 
 /* Parks worker w until woken: by new work (counted = 1, the caller is counted as searching)
- * or by `awaited` finishing (counted = 0: a join that may not take other work). */
-static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
+ * or by `awaited` finishing (counted = 0: a join that may not take other work). With
+ * timeout_ns > 0 it also wakes by itself after that long (a polling join: see TG_LOOK_POLL). */
+static void park(tg_pool *p, int w, tg_task *awaited, int counted, long timeout_ns) {
     tg_worker *me = &p->w[w];
     /* seq_cst: pairs with the CAS in wake_worker. */
     atomic_store_explicit(&me->sleeping, counted ? PARKED_IDLE : PARKED_JOIN, memory_order_seq_cst);
@@ -459,11 +472,26 @@ static void park(tg_pool *p, int w, tg_task *awaited, int counted) {
     int abort_sleep = is_shutdown(p) || (awaited && finished(awaited)) ||
                       (counted && work_visible(p, w));
     if (!abort_sleep) {
+        struct timespec until;
+        if (timeout_ns > 0) {
+            clock_gettime(CLOCK_MONOTONIC, &until); /* the clock of me->cv (tg_pool_new) */
+            until.tv_nsec += timeout_ns;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+        }
+        int timed_out = 0;
         pthread_mutex_lock(&me->mu);
         /* seq_cst load under mu: pairs with the waker's CAS (made before it takes mu). */
-        while (atomic_load_explicit(&me->sleeping, memory_order_seq_cst) != AWAKE)
-            pthread_cond_wait(&me->cv, &me->mu);
+        while (!timed_out && atomic_load_explicit(&me->sleeping, memory_order_seq_cst) != AWAKE) {
+            if (timeout_ns > 0)
+                timed_out = pthread_cond_timedwait(&me->cv, &me->mu, &until) == ETIMEDOUT;
+            else
+                pthread_cond_wait(&me->cv, &me->mu);
+        }
         pthread_mutex_unlock(&me->mu);
+        if (timed_out) /* nobody woke us: leave the parked state ourselves (a waker racing with
+                        * us finds AWAKE, or wakes us for nothing) */
+            atomic_store_explicit(&me->sleeping, AWAKE, memory_order_seq_cst); /* see wake_worker */
         stat_inc(me, TG_STAT_PARKS);
     } else {
         atomic_store_explicit(&me->sleeping, AWAKE, memory_order_seq_cst); /* see wake_worker */
@@ -511,33 +539,46 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
     return SEARCH_NOTHING;
 }
 
+/* The next, longer sleep of a polling park (50 us doubling up to TG_POLL_MAX_NS). */
+static long next_poll(long ns) { return ns * 2 < TG_POLL_MAX_NS ? ns * 2 : TG_POLL_MAX_NS; }
+
 /* The idle part of tg_pool_find: worker w's own deque is empty and stays so (only w pushes
  * onto it, and w is here), so only the other queues and the awaited task can change. */
-static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int steal, tg_task **out) {
+static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int how, tg_task **out) {
     uint64_t item;
+    long poll_ns = 50000;
     for (;;) {
         if (awaited && finished(awaited)) return TG_FIND_JOINED;
         if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
-        if (!steal) {
-            park(p, w, awaited, 0);
+        if (!(how & TG_LOOK_STEAL)) {
+            /* Work from outside has no owner that would run it: take it, even this deep (a
+             * no-steal join whose awaited task sits in the injector would otherwise wait
+             * forever when every other worker is busy or absent). Injections wake only idle
+             * workers, so this park polls. */
+            if (take_injected(p, w, &item)) return hand_out(p, w, item, 0, out);
+            park(p, w, awaited, 0, poll_ns);
+            poll_ns = next_poll(poll_ns);
             continue;
         }
         switch (search(p, w, awaited, &item)) {
         case SEARCH_INJECTED: return hand_out(p, w, item, 0, out);
         case SEARCH_STOLEN: return hand_out(p, w, item, 1, out);
         case SEARCH_STOP: continue; /* re-evaluated at the top of the loop */
-        case SEARCH_NOTHING: park(p, w, awaited, 1); continue;
+        case SEARCH_NOTHING:
+            park(p, w, awaited, 1, how & TG_LOOK_POLL ? poll_ns : 0);
+            poll_ns = next_poll(poll_ns);
+            continue;
         }
     }
 }
 
-tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int steal, void *idle_ctx, tg_task **out) {
+tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ctx, tg_task **out) {
     uint64_t item;
     if (awaited && finished(awaited)) return TG_FIND_JOINED;
     if (tg_deque_pop(p->w[w].dq, &item) == TG_OK) return hand_out(p, w, item, 0, out);
     if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
     p->idle_begin(idle_ctx);
-    tg_find r = find_idle(p, w, awaited, steal, out);
+    tg_find r = find_idle(p, w, awaited, how, out);
     p->idle_end(idle_ctx);
     return r;
 }

@@ -88,11 +88,29 @@ tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n);
  * finish it as cancelled. Wakes the workers parked in a join for
  * t. Returns 1 if the finish ended t's run. */
 int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refused);
+/* How a worker looks for work in tg_pool_find (bits of `how`). */
+enum {
+    /* Own deque and the injector only (a join nested past its help depth: it must not nest
+     * other workers' tasks, but work submitted from outside has no owner to run it, so it
+     * takes that). Parks without being counted as idle and wakes now and then to look at the
+     * injector again (injections wake only idle workers). */
+    TG_LOOK_LOCAL = 0,
+    /* Own deque, the injector, then the other workers' deques; parks counted as idle (woken
+     * by new work). */
+    TG_LOOK_STEAL = 1,
+    /* `awaited` may finish without waking this pool (it belongs to another pool or was
+     * claimed inline, outside any pool): parked, the worker wakes now and then to look. */
+    TG_LOOK_POLL = 2
+};
+/* How long a parked worker that polls (TG_LOOK_LOCAL, TG_LOOK_POLL) sleeps at most between two
+ * looks: it starts at 50 us and doubles up to this. */
+#define TG_POLL_MAX_NS 10000000L
+
 /* Worker w's step: returns TG_FIND_JOINED if `awaited` (may be NULL) has finished; else finds
- * a task: own deque first, then (if steal) the injector, the worker that stole `awaited`,
+ * a task: own deque first, then (see `how`) the injector, the worker that stole `awaited`,
  * other workers; parks, without using CPU, until work appears, `awaited` finishes or the pool
- * shuts down. With steal == 0 only its own deque is looked at. */
-tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int steal, void *idle_ctx, tg_task **out);
+ * shuts down. */
+tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ctx, tg_task **out);
 /* After shutdown, once every worker has returned for good: takes any task left in a deque or
  * the injector (returns 1; it is handed out with skip = 1 as to worker 0: finish it with
  * tg_pool_finish(p, 0, ...)), or returns 0 when nothing is left. Single-threaded. */

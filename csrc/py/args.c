@@ -6,23 +6,44 @@
  * Everything else is a leaf, passed as is (strings and bytes are not containers).
  *
  * Thread safety: tuples are immutable; a list is read under its critical section, which is
- * never nested: the items that matter (Nodes, containers) are collected with a strong reference
- * first and visited after leaving it; dicts and sets are read through a snapshot. */
+ * never nested and in which no Python code runs: every item that is not a plain leaf (exact
+ * int, str, ...) is collected there with a strong reference, and classified (which can run a
+ * metaclass's __getattr__ or a property, and so drop items from the list) and visited only
+ * after leaving it. Dicts and sets are read through a snapshot. Nothing borrowed is held
+ * across a call that can run Python code. */
 #include "tgpy.h"
 
 #define MAX_DEPTH 1000 /* deeper means a container that contains itself, or close to it */
 
 typedef enum {
+    K_ERROR = -1, /* classifying it raised (KeyboardInterrupt, MemoryError, ...) */
     K_LEAF, K_TARGET, K_LIST, K_TUPLE, K_DICT, K_SET, K_NAMEDTUPLE, K_SLICE, K_DATACLASS,
     K_LIST_SUB, K_DICT_SUB, K_SET_SUB
 } kind;
 
+/* 1 if the type has the attribute, 0 if not, -1 with an error. The lookup can run Python
+ * code (a metaclass __getattr__, a property): an ordinary exception from it means "no"; a
+ * KeyboardInterrupt, SystemExit or MemoryError propagates. */
 static int has_type_attr(PyTypeObject *tp, PyObject *name) {
     PyObject *v = NULL;
     int r = PyObject_GetOptionalAttr((PyObject *)tp, name, &v);
     Py_XDECREF(v);
-    if (r < 0) PyErr_Clear();
+    if (r < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
     return r > 0;
+}
+
+/* Whether x is a leaf without looking further than its exact type (no Python code runs):
+ * what the list scan may decide under the list's critical section. */
+static inline int plain_leaf(PyObject *x, PyTypeObject *target) {
+    PyTypeObject *tp = Py_TYPE(x);
+    return tp != target && (tp == &TG_NodeType || tp == &TG_RefType || tp == &PyLong_Type ||
+                            tp == &PyFloat_Type || tp == &PyUnicode_Type || x == Py_None ||
+                            tp == &PyBool_Type || tp == &PyBytes_Type || tp == &PyComplex_Type);
 }
 
 /* What x is for a walk looking for objects of type `target` (Node or Ref); Nodes and Refs that
@@ -40,12 +61,15 @@ static kind kind_of(PyObject *x, PyTypeObject *target) {
     if (tp == &PySet_Type || tp == &PyFrozenSet_Type) return K_SET;
     if (tp == &PySlice_Type) return K_SLICE;
     if (PyType_Check(x) || PyCallable_Check(x)) return K_LEAF; /* classes, functions */
-    if (PyTuple_Check(x)) return has_type_attr(tp, TG.str_fields) ? K_NAMEDTUPLE : K_LEAF;
+    if (PyTuple_Check(x)) {
+        int r = has_type_attr(tp, TG.str_fields);
+        return r < 0 ? K_ERROR : r ? K_NAMEDTUPLE : K_LEAF;
+    }
     if (PyList_Check(x)) return K_LIST_SUB;
     if (PyDict_Check(x)) return K_DICT_SUB;
     if (PyAnySet_Check(x)) return K_SET_SUB;
-    if (has_type_attr(tp, TG.str_dataclass_fields)) return K_DATACLASS;
-    return K_LEAF;
+    int r = has_type_attr(tp, TG.str_dataclass_fields);
+    return r < 0 ? K_ERROR : r ? K_DATACLASS : K_LEAF;
 }
 
 /* ---------------------------------------------------------------- the walk */
@@ -122,8 +146,8 @@ static int visit_list(walk *w, PyObject *list, int depth) {
     int err = 0;
     Py_BEGIN_CRITICAL_SECTION(list);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        PyObject *x = PyList_GET_ITEM(list, i);
-        if (kind_of(x, w->type) != K_LEAF && vec_push(&later, x) < 0) {
+        PyObject *x = PyList_GET_ITEM(list, i); /* borrowed only until vec_push's new reference */
+        if (!plain_leaf(x, w->type) && vec_push(&later, x) < 0) {
             err = -1;
             break;
         }
@@ -172,6 +196,7 @@ static int visit_dataclass(walk *w, PyObject *x, int depth) {
 
 static int visit(walk *w, PyObject *x, int depth) {
     kind k = kind_of(x, w->type);
+    if (k == K_ERROR) return -1;
     if (k == K_LEAF) return 0;
     if (k == K_TARGET) return vec_push(&w->found, x);
     if (depth >= MAX_DEPTH) return too_deep(w);
@@ -205,8 +230,9 @@ static int visit(walk *w, PyObject *x, int depth) {
 PyObject *tg_scan(PyObject *const *args, Py_ssize_t n, PyObject *who) {
     /* Fast path: no argument is anything but a leaf (the fork-join case). */
     Py_ssize_t i = 0;
-    while (i < n && kind_of(args[i], &TG_NodeType) == K_LEAF) i++;
-    if (i == n) return NULL;
+    kind k = K_LEAF;
+    while (i < n && (k = kind_of(args[i], &TG_NodeType)) == K_LEAF) i++;
+    if (i == n || k == K_ERROR) return NULL;
     walk w = {.stop_at_first = 0, .type = &TG_NodeType, .who = who};
     vec_init(&w.found);
     if (visit_items(&w, args + i, n - i, 0) < 0) {
@@ -278,7 +304,7 @@ static PyObject *value_of(const target *t, PyObject *x) {
     int st = tg_task_state(&n->t);
     if (st == TG_DONE) return Py_NewRef(n->value);
     if (st > TG_DONE) {
-        PyErr_SetRaisedException(Py_NewRef(n->value));
+        PyErr_SetRaisedException(tg_exception_copy(n->value));
         return NULL;
     }
     PyObject *key = tg_node_key(n);
@@ -361,6 +387,7 @@ static PyObject *shallow_copy(PyObject *x) {
 
 static PyObject *subst(PyObject *x, const target *t, int depth) {
     kind k = kind_of(x, t->type);
+    if (k == K_ERROR) return NULL;
     if (k == K_LEAF) return Py_NewRef(x);
     if (k == K_TARGET) return t->replace(t, x);
     if (depth >= MAX_DEPTH) {

@@ -17,6 +17,39 @@ uint64_t tg_next_node_id(void) {
     return ((tls->thread_no - 1) << 40) | ++tls->seq;
 }
 
+/* How much of a thread's C stack is kept in reserve below the deepest nested join: a
+ * quarter of it, at least 64 KiB and at most 1 MiB (one more level of a task calling a task
+ * takes a few KiB; the reserve also covers the error's own unwinding). */
+#define STACK_RESERVE_MIN (64 * 1024)
+#define STACK_RESERVE_MAX (1024 * 1024)
+
+int tg_c_stack_low(void) {
+    tg_tls *tls = &TG_TLS;
+    if (!tls->stack_known) {
+        pthread_attr_t a;
+        void *base = NULL;
+        size_t size = 0;
+        tls->stack_known = -1;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            if (pthread_attr_getstack(&a, &base, &size) == 0 && base && size) {
+                size_t reserve = size / 4;
+                if (reserve < STACK_RESERVE_MIN) reserve = STACK_RESERVE_MIN;
+                if (reserve > STACK_RESERVE_MAX) reserve = STACK_RESERVE_MAX;
+                if (reserve < size) {
+                    tls->stack_low = (char *)base + reserve; /* stacks grow down */
+                    tls->stack_known = 1;
+                }
+            }
+            pthread_attr_destroy(&a);
+        }
+    }
+    /* The frame address, not a local's: under AddressSanitizer locals may live on a fake
+     * stack on the heap. */
+    return tls->stack_known == 1 && (char *)__builtin_frame_address(0) < tls->stack_low;
+}
+
+PyObject *tg_memory_error(void) { return Py_NewRef(TG.memory_error); }
+
 int tg_fault_hit(tg_fault_site site) {
     /* Relaxed: a countdown armed by a test; the thread that takes it to 0 fails once. */
     int64_t left = atomic_load_explicit(&fault_countdown[site], memory_order_relaxed);
@@ -179,8 +212,21 @@ static PyObject *from_refs(PyObject *mod, PyObject *args) {
 /* set_backend(obj or None) -> the previous one (None if none): see tg_tls.backend. */
 static PyObject *set_backend(PyObject *mod, PyObject *obj) {
     (void)mod;
-    PyObject *prev = TG_TLS.backend;
-    TG_TLS.backend = obj == Py_None ? NULL : Py_NewRef(obj);
+    /* The strong reference lives in the thread state's dict (cleared, and the backend
+     * released, when the thread ends); TG_TLS keeps a borrowed pointer for the fast check. */
+    PyObject *d = PyThreadState_GetDict();
+    if (!d) {
+        PyErr_SetString(PyExc_RuntimeError, "set_backend: no thread state dict");
+        return NULL;
+    }
+    PyObject *prev = NULL;
+    if (PyDict_GetItemRef(d, TG.str_backend_key, &prev) < 0) return NULL;
+    if (obj == Py_None ? prev && PyDict_DelItem(d, TG.str_backend_key) < 0
+                       : PyDict_SetItem(d, TG.str_backend_key, obj) < 0) {
+        Py_XDECREF(prev);
+        return NULL;
+    }
+    TG_TLS.backend = obj == Py_None ? NULL : obj; /* the dict holds it */
     return prev ? prev : Py_NewRef(Py_None);
 }
 
@@ -351,10 +397,12 @@ static int exec_module(PyObject *m) {
         {&TG.str_fields, "_fields"}, {&TG.str_dataclass_fields, "__dataclass_fields__"},
         {&TG.str_field_type, "_field_type"}, {&TG.str_name, "name"}, {&TG.str_dot, "."},
         {&TG.str_call_parens, "()"},
-        {&TG.str_spawn, "spawn"}, {&TG.str_wait, "wait"},
+        {&TG.str_spawn, "spawn"}, {&TG.str_wait, "wait"}, {&TG.str_notes, "__notes__"},
+        {&TG.str_backend_key, "taskgraph._core.backend"},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!(*strs[i].slot = PyUnicode_InternFromString(strs[i].s))) return -1;
+    if (!TG.memory_error && !(TG.memory_error = PyObject_CallNoArgs(PyExc_MemoryError))) return -1;
     if (!TG.task_by_name && !(TG.task_by_name = PyObject_GetAttrString(m, "_task_by_name")))
         return -1;
     if (!TG.task_with_options &&

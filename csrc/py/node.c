@@ -12,27 +12,37 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject 
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     Py_ssize_t total = nargs + nkw;
+    /* Strong references first: scanning the arguments can run Python code (a metaclass
+     * __getattr__), which must not be able to free what we are about to store. */
+    fn = Py_NewRef(fn);
+    name = Py_NewRef(name);
+    retry = Py_XNewRef(retry);
     PyObject *deps = NULL;
     if (total) {
         deps = tg_scan(args, total, name);
-        if (!deps && PyErr_Occurred()) return NULL;
+        if (!deps && PyErr_Occurred()) goto fail;
     }
     NodeObject *n = PyObject_GC_NewVar(NodeObject, &TG_NodeType, total);
     if (!n) {
         Py_XDECREF(deps);
-        return NULL;
+        goto fail;
     }
     memset(&n->t, 0, offsetof(NodeObject, args) - offsetof(NodeObject, t));
     for (Py_ssize_t i = 0; i < total; i++) n->args[i] = Py_NewRef(args[i]);
-    n->fn = Py_NewRef(fn);
+    n->fn = fn; /* the references taken above */
     n->nargs = nargs;
     n->kwnames = nkw ? Py_NewRef(kwnames) : NULL;
     n->deps = deps;
-    n->name = Py_NewRef(name);
-    n->retry = Py_XNewRef(retry);
+    n->name = name;
+    n->retry = retry;
     n->t.id = tg_next_node_id();
     PyObject_GC_Track((PyObject *)n);
     return n;
+fail:
+    Py_DECREF(fn);
+    Py_DECREF(name);
+    Py_XDECREF(retry);
+    return NULL;
 }
 
 #ifdef Py_GIL_DISABLED
@@ -69,11 +79,60 @@ PyObject *tg_node_key(NodeObject *n) {
                                 (unsigned long long)(id & 0xFFFFFFFFFFULL));
 }
 
+/* The exception to raise for a waiter: a copy of exc, so that each waiter's traceback is its
+ * own (raising one shared object from several threads, or again and again, makes its
+ * __traceback__ grow and lets threads race on it). The copy has exc's type, args and
+ * attributes (copy.copy, as pickling rebuilds an exception), a copy of its notes, its cause,
+ * context and original traceback (the task's frames); the waiter's frames are added to the
+ * copy only. An exception that cannot be copied that way is rebuilt from its type and args
+ * without calling __init__; failing that, exc itself is raised. */
+PyObject *tg_exception_copy(PyObject *exc) {
+    PyTypeObject *tp = Py_TYPE(exc);
+    PyObject *saved = PyErr_GetRaisedException(); /* none expected; kept if there is one */
+    PyObject *copy_mod = PyImport_ImportModule("copy");
+    PyObject *c = copy_mod ? PyObject_CallMethod(copy_mod, "copy", "O", exc) : NULL;
+    Py_XDECREF(copy_mod);
+    if (!c || Py_TYPE(c) != tp) {
+        Py_XDECREF(c);
+        PyErr_Clear();
+        PyObject *args = PyObject_GetAttrString(exc, "args");
+        c = args && PyTuple_Check(args) ? tp->tp_new(tp, args, NULL) : NULL;
+        Py_XDECREF(args);
+        PyObject *d = c ? PyObject_GenericGetDict(exc, NULL) : NULL;
+        if (!c || Py_TYPE(c) != tp || !d || (PyDict_GET_SIZE(d) && PyObject_SetAttrString(c, "__dict__", d) < 0)) {
+            Py_XDECREF(d);
+            Py_XDECREF(c);
+            PyErr_Clear();
+            PyErr_SetRaisedException(saved);
+            return Py_NewRef(exc);
+        }
+        Py_DECREF(d);
+    }
+    PyObject *notes = NULL;
+    if (PyObject_GetOptionalAttr(c, TG.str_notes, &notes) > 0 && PyList_Check(notes)) {
+        PyObject *mine = PyList_GetSlice(notes, 0, PY_SSIZE_T_MAX);
+        if (!mine || PyObject_SetAttr(c, TG.str_notes, mine) < 0) PyErr_Clear();
+        Py_XDECREF(mine);
+    }
+    Py_XDECREF(notes);
+    PyErr_Clear();
+    PyObject *tb = PyException_GetTraceback(exc);
+    PyException_SetTraceback(c, tb ? tb : Py_None);
+    Py_XDECREF(tb);
+    PyObject *cause = PyException_GetCause(exc);
+    char suppress = ((PyBaseExceptionObject *)exc)->suppress_context;
+    PyException_SetCause(c, cause); /* steals cause; sets suppress_context */
+    ((PyBaseExceptionObject *)c)->suppress_context = suppress;
+    PyException_SetContext(c, PyException_GetContext(exc)); /* steals */
+    PyErr_SetRaisedException(saved);
+    return c;
+}
+
 PyObject *tg_node_outcome(NodeObject *n) {
     /* Relaxed: a flag for the parent's sync on this or a joined thread (see tgpy.h). */
     atomic_store_explicit(&n->seen, 1, memory_order_relaxed);
     if (tg_task_state(&n->t) == TG_DONE) return Py_NewRef(n->value);
-    PyErr_SetRaisedException(Py_NewRef(n->value));
+    PyErr_SetRaisedException(tg_exception_copy(n->value));
     return NULL;
 }
 
@@ -195,8 +254,10 @@ static int node_wait(NodeObject *n, double timeout, int has_timeout) {
     tg_tls *tls = &TG_TLS;
     Worker *W = tls->worker;
     int st = tg_task_state(&n->t);
-    int joinable = !tls->serial && W && W->current && (st == TG_NEW || atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine);
-    if (has_timeout && joinable) {
+    int in_task = W && W->current;
+    /* Relaxed owner (see tgpy.h): NULL for a node claimed a moment ago means "not ours". */
+    int ours = in_task && atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine;
+    if (has_timeout && in_task && ((st == TG_NEW && !tls->serial) || ours)) {
         PyObject *key = tg_node_key(n), *cur = key ? tg_node_key(W->current) : NULL;
         if (cur)
             PyErr_Format(TG.TaskgraphError,
@@ -207,7 +268,11 @@ static int node_wait(NodeObject *n, double timeout, int has_timeout) {
         return -1;
     }
     if (st >= TG_DONE) return 0;
-    if (joinable) return tg_join(W, n);
+    /* Inside a task, a node that is running or queued anywhere (this scheduler, another one,
+     * claimed inline by another thread) is joined: the worker runs other work meanwhile, so
+     * nothing it holds in its own deque waits for it. Serial mode changes only how a NEW node
+     * runs (here, at once). */
+    if (in_task && !has_timeout && (st != TG_NEW || !tls->serial)) return tg_join(W, n);
     if (tls->backend && !tls->serial) { /* a task of another backend (dask) waits */
         PyObject *t = has_timeout ? PyFloat_FromDouble(timeout) : Py_NewRef(Py_None);
         PyObject *r = t ? PyObject_CallMethodObjArgs(tls->backend, TG.str_wait, (PyObject *)n, t, NULL) : NULL;
@@ -220,6 +285,8 @@ static int node_wait(NodeObject *n, double timeout, int has_timeout) {
         PyObject *r = call_hook(tls->serial ? TG.hook_run_serially : TG.hook_compute_lazy, n, timeout);
         if (!r) return -1;
         Py_DECREF(r);
+    } else {
+        tg_task_want(&n->t); /* claimed by a compute: its cancel must not skip it under us */
     }
     return tg_node_wait_external(n, has_timeout ? timeout : -1.0);
 }
@@ -257,19 +324,29 @@ static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
 }
 
 /* n's outcome was just read. If that happened in the task that spawned n, on its thread (the
- * only one that touches its list of children), and n is the latest child, the list forgets n
- * now: a loop that spawns, joins and drops one child at a time keeps one alive, not the up to
- * 64 that add_kid's pruning (worker.c) would. n itself lives on while the caller holds it. */
+ * only one that touches its list of children), the first few entries of the list are looked
+ * at: n and those that finished with a result (no sync needs them) are forgotten: a loop that spawns, joins and drops one child at a time (with or without Node
+ * arguments, which add the argument nodes as children too) keeps about one alive, not the up
+ * to 64 that tg_add_kid's pruning (worker.c) would. n itself lives on while the caller holds
+ * it. */
 static void forget_read_kid(NodeObject *n) {
-    NodeObject *p = n->parent;
+    NodeObject *p = tg_node_parent(n);
     if (!p) return;
     Worker *W = TG_TLS.worker;
     /* p->kids is read only on the thread running p (checked first: no race on it). */
-    if (!W || W->current != p || p->kids != n) return;
-    p->kids = n->sibling;
-    n->sibling = NULL;
-    p->nkids--;
-    Py_DECREF(n); /* the list's reference; the caller's keeps n alive */
+    if (!W || W->current != p) return;
+    NodeObject **link = &p->kids;
+    for (int i = 0; i < 4 && *link; i++) {
+        NodeObject *k = *link;
+        if (k != n && tg_task_state(&k->t) != TG_DONE) {
+            link = &k->sibling;
+            continue;
+        }
+        *link = k->sibling;
+        k->sibling = NULL;
+        p->nkids--;
+        Py_DECREF(k); /* the list's reference (the caller holds n) */
+    }
 }
 
 static PyObject *node_result(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -304,13 +381,17 @@ static PyObject *node_done(NodeObject *n, PyObject *unused) {
 
 int tg_node_cancel_asked(NodeObject *n) {
     /* Relaxed: requests (see tgpy.h); a late sight only lets the task run a little longer. */
-    for (NodeObject *p = n; p; p = p->parent)
+    for (NodeObject *p = n; p; p = tg_node_parent(p))
         if (atomic_load_explicit(&p->cancel, memory_order_relaxed)) return 1;
     return 0;
 }
 
 int tg_node_cancel_requested(NodeObject *n) {
-    return tg_node_cancel_asked(n) || (n->t.run && tg_run_is_cancelled(n->t.run));
+    /* Called for a node in flight on this thread: its run is alive. A task that runs although
+     * its run was cancelled, because another run wants it (tg_task_want), is not asked to
+     * stop by that cancel. */
+    tg_run *run = tg_task_run(&n->t);
+    return tg_node_cancel_asked(n) || (run && tg_run_is_cancelled(run) && !tg_task_wanted(&n->t));
 }
 
 /* The CancelledError of a node cancelled before anyone claimed it. */
@@ -335,7 +416,7 @@ static PyObject *node_cancel(NodeObject *n, PyObject *unused) {
             PyObject *err = cancelled_error(n);
             if (!err) { /* cannot build the error: finish it anyway, with what stopped us */
                 err = PyErr_GetRaisedException();
-                if (!err) err = Py_NewRef(PyExc_MemoryError);
+                if (!err) err = tg_memory_error();
             }
             tg_finish_external(n, TG_CANCELLED, err);
             Py_DECREF(err);
@@ -344,23 +425,36 @@ static PyObject *node_cancel(NodeObject *n, PyObject *unused) {
         st = tg_task_state(&n->t);
     }
     if (st >= TG_DONE) return PyBool_FromLong(st == TG_CANCELLED);
-    if (!n->t.run) /* claimed inline (serial mode, another backend): running elsewhere */
-        Py_RETURN_FALSE;
-    RunObject *run = RUN_OF(n->t.run);
-    int never_runs = tg_task_cancel(&n->t, TG_POISON_CANCEL) ||
-                     tg_task_poisoned(&n->t) != TG_POISON_STARTED;
-    if (!never_runs) { /* running: its task may check tg.cancelled(); its children will not start */
-        atomic_fetch_or_explicit(&n->cancel, TG_CANCEL_RUNNING, memory_order_relaxed);
-        atomic_store_explicit(&run->cancel_running, 1, memory_order_relaxed); /* see tgpy.h */
-    }
-    if (!n->parent) { /* a node of a compute's graph: the compute stops (fail fast) */
+    PyObject *reason = NULL;
+    if (!tg_node_parent(n)) { /* a node of a compute's graph: the compute stops (fail fast) */
         PyObject *key = tg_node_key(n);
-        PyObject *reason = key ? PyUnicode_FromFormat("task %U was cancelled (node.cancel())", key) : NULL;
+        reason = key ? PyUnicode_FromFormat("task %U was cancelled (node.cancel())", key) : NULL;
         Py_XDECREF(key);
         if (!reason) return NULL;
-        tg_run_cancel_with(run, reason, NULL);
-        Py_DECREF(reason);
     }
+    /* The node's run is alive while the node is in flight; once it finishes, the compute that
+     * waited for the run may drop it at any moment. Under the runs' lock (which a Run's
+     * deallocation takes first) a node seen unfinished keeps its run alive until we let go. */
+    int never_runs = 0, inline_claim = 0;
+    tg_runs_lock();
+    st = tg_task_state(&n->t);
+    tg_run *r = st < TG_DONE ? tg_task_run(&n->t) : NULL;
+    if (r) {
+        RunObject *run = RUN_OF(r);
+        never_runs = tg_task_cancel(&n->t, TG_POISON_CANCEL) ||
+                     tg_task_poisoned(&n->t) != TG_POISON_STARTED;
+        if (!never_runs) { /* running: its task may check tg.cancelled(); its children will not start */
+            atomic_fetch_or_explicit(&n->cancel, TG_CANCEL_RUNNING, memory_order_relaxed);
+            atomic_store_explicit(&run->cancel_running, 1, memory_order_relaxed); /* see tgpy.h */
+        }
+        if (reason) tg_run_cancel_with(run, reason, NULL); /* no Python call in there */
+    } else {
+        inline_claim = st < TG_DONE; /* serial mode, another backend: running elsewhere */
+    }
+    tg_runs_unlock();
+    Py_XDECREF(reason);
+    if (inline_claim) Py_RETURN_FALSE;
+    if (!r) return PyBool_FromLong(tg_task_state(&n->t) == TG_CANCELLED);
     return PyBool_FromLong(never_runs);
 }
 
@@ -408,7 +502,8 @@ static PyObject *get_state(NodeObject *n, void *c) {
 }
 static PyObject *get_parent(NodeObject *n, void *c) {
     (void)c;
-    return Py_NewRef(n->parent ? (PyObject *)n->parent : Py_None);
+    NodeObject *p = tg_node_parent(n);
+    return Py_NewRef(p ? (PyObject *)p : Py_None);
 }
 static PyObject *get_dependencies(NodeObject *n, void *c) {
     (void)c;
@@ -493,7 +588,7 @@ static int node_traverse(NodeObject *n, visitproc visit, void *arg) {
     Py_VISIT(n->deps);
     Py_VISIT(n->value);
     Py_VISIT(n->retry);
-    Py_VISIT((PyObject *)n->parent);
+    Py_VISIT((PyObject *)tg_node_parent(n));
     Py_VISIT((PyObject *)n->kids);
     Py_VISIT((PyObject *)n->sibling);
     return 0;
@@ -518,7 +613,9 @@ static int node_clear(NodeObject *n) {
     Py_CLEAR(n->deps);
     Py_CLEAR(n->value);
     Py_CLEAR(n->retry);
-    Py_CLEAR(n->parent);
+    /* Relaxed: the node is unreachable (collected or deallocated): no other reader. */
+    NodeObject *p = atomic_exchange_explicit(&n->parent, NULL, memory_order_relaxed);
+    Py_XDECREF(p);
     clear_kids(n);
     Py_CLEAR(n->sibling);
     return 0;

@@ -7,6 +7,14 @@
 
 static _Atomic int64_t live_runs; /* for the leak test: Run objects alive */
 
+/* The runs' lock: node.cancel() reaches a run through one of its nodes, which holds no
+ * reference to it (see docs/design/native.md); a Run's deallocation takes this lock first, so
+ * a run reached through a node seen unfinished under it stays alive until it is released. */
+static pthread_mutex_t runs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void tg_runs_lock(void) { tg_lock_detached(&runs_mu); }
+void tg_runs_unlock(void) { pthread_mutex_unlock(&runs_mu); }
+
 int64_t tg_live_runs(void) { return atomic_load_explicit(&live_runs, memory_order_relaxed); }
 
 static PyObject *run_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -45,6 +53,10 @@ static int run_clear(RunObject *run) {
 
 static void run_dealloc(RunObject *run) {
     PyObject_GC_UnTrack((PyObject *)run);
+    /* Waits for a node.cancel() that reached this run while one of its nodes was unfinished
+     * (tg_runs_lock); any later one sees the node finished and leaves the run alone. */
+    tg_runs_lock();
+    tg_runs_unlock();
     run_clear(run);
     Py_CLEAR(run->engine);
     pthread_mutex_destroy(&run->mu);

@@ -89,6 +89,12 @@ static int wire(NodeObject *n) {
     return 0;
 }
 
+/* n was claimed by someone else (or is finished): if it is still to run in another run, that
+ * run's cancel must not skip it while this one needs it (tg_task_want). */
+static void want_if_foreign(NodeObject *n, RunObject *run) {
+    if (tg_task_state(&n->t) < TG_DONE && tg_task_run(&n->t) != &run->r) tg_task_want(&n->t);
+}
+
 Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py_ssize_t count, Worker *W) {
     NodeObject *parent = W ? W->current : NULL;
     if (!W) {
@@ -122,7 +128,10 @@ Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py
             release(s, n);
             continue;
         }
-        if (tg_task_state(&n->t) != TG_NEW) continue; /* finished, or claimed: edges wait for it */
+        if (tg_task_state(&n->t) != TG_NEW) { /* finished, or claimed: edges wait for it */
+            want_if_foreign(n, run);
+            continue;
+        }
         if (tg_fault(TG_FAULT_CLAIM)) {
             PyErr_NoMemory();
             err = -1;
@@ -138,20 +147,20 @@ Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py
         }
         if (!tg_task_claim(&n->t, &run->r)) {
             st.n--;
+            want_if_foreign(n, run);
             continue;
         }
         Py_INCREF(n); /* the core's reference, until the node is finished */
         atomic_store_explicit(&n->owner, e, memory_order_relaxed); /* see tgpy.h */
         if (parent) { /* submitted from inside a task: part of it (implicit sync) */
-            n->parent = (NodeObject *)Py_NewRef((PyObject *)parent);
-            n->sibling = parent->kids;
-            parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
-            parent->nkids++;
+            tg_node_set_parent(n, parent);
+            tg_add_kid(parent, n);
         }
         claimed++;
         for (Py_ssize_t i = n->deps ? PyTuple_GET_SIZE(n->deps) - 1 : -1; i >= 0 && !err; i--) {
             NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
             if (tg_task_state(&d->t) == TG_NEW) err = push(&st, d, 0);
+            else want_if_foreign(d, run);
         }
     }
     if (err) {

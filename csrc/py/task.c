@@ -25,9 +25,19 @@ static int serial_call(NodeObject *n) {
     return 0;
 }
 
+/* Whether the task was initialised (TypeError if not: made with Task.__new__ alone). */
+static int task_ready(TaskObject *task) {
+    /* Acquire: pairs with the release store at the end of task_init (fn, name, retry). */
+    if (atomic_load_explicit(&task->ready, memory_order_acquire) == TG_TASK_READY) return 1;
+    PyErr_SetString(PyExc_TypeError, "this taskgraph.Task was never initialised (made with "
+                    "Task.__new__ alone?): make tasks with @taskgraph.task or Task(fn)");
+    return 0;
+}
+
 static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames) {
     TaskObject *task = (TaskObject *)self;
+    if (!task_ready(task)) return NULL;
     NodeObject *n = tg_node_new(task->fn, task->name, task->retry, args, nargsf, kwnames);
     if (!n) return NULL;
     tg_tls *tls = &TG_TLS;
@@ -123,7 +133,30 @@ static PyObject *retry_options(PyObject *retries, PyObject *retry_on, PyObject *
     return Py_BuildValue("(lN)", n, classes);
 }
 
+static int task_init_once(TaskObject *self, PyObject *args, PyObject *kw);
+
+/* __init__: once. A Task is immutable (its nodes and calls in progress read fn, name and retry
+ * without a reference of their own), so a second __init__ raises TypeError, and two threads
+ * initialising the same blank Task cannot both do it. */
 static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
+    int expect = TG_TASK_BLANK;
+    /* acq_rel CAS: one initialiser wins (pairs with other initialisers' CAS). */
+    if (!atomic_compare_exchange_strong_explicit(&self->ready, &expect, TG_TASK_INITIALISING,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        PyErr_Format(PyExc_TypeError, "taskgraph.Task %R is already initialised: a Task cannot "
+                     "be changed (make a new one with taskgraph.task)", self->name ? self->name : Py_None);
+        if (expect == TG_TASK_INITIALISING) /* racing initialiser: its name may not be set */
+            PyErr_SetString(PyExc_TypeError, "taskgraph.Task is being initialised by another thread");
+        return -1;
+    }
+    int r = task_init_once(self, args, kw);
+    /* Release: pairs with the acquire in task_ready (fn, name, retry are published). A failed
+     * initialisation leaves the Task blank (it may be initialised again). */
+    atomic_store_explicit(&self->ready, r == 0 ? TG_TASK_READY : TG_TASK_BLANK, memory_order_release);
+    return r;
+}
+
+static int task_init_once(TaskObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"fn", "name", "retries", "retry_on", NULL};
     PyObject *fn, *name = Py_None, *retries = Py_None, *retry_on = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$OO:Task", names, &fn, &name, &retries, &retry_on))
@@ -133,7 +166,10 @@ static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
                      Py_TYPE(fn)->tp_name, fn);
         return -1;
     }
-    if (Py_IS_TYPE(fn, &TG_TaskType)) fn = ((TaskObject *)fn)->fn;
+    if (Py_IS_TYPE(fn, &TG_TaskType)) {
+        if (!task_ready((TaskObject *)fn)) return -1;
+        fn = ((TaskObject *)fn)->fn;
+    }
     PyObject *nm = name == Py_None ? name_of(fn) : Py_NewRef(name);
     if (!nm) return -1;
     if (!PyUnicode_CheckExact(nm) || PyUnicode_GET_LENGTH(nm) == 0) {
@@ -149,9 +185,9 @@ static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
         Py_DECREF(nm);
         return -1;
     }
-    Py_XSETREF(self->fn, Py_NewRef(fn));
-    Py_XSETREF(self->name, nm);
-    Py_XSETREF(self->retry, retry);
+    self->fn = Py_NewRef(fn); /* blank before: nothing to release */
+    self->name = nm;
+    self->retry = retry;
     /* functools.update_wrapper(self, fn): __name__, __doc__, __wrapped__, ... Objects without
      * those attributes (partials, builtins) are fine: the same errors are ignored as in
      * Python's own decorators. */
@@ -160,8 +196,12 @@ static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
     PyObject *r = PyObject_CallMethod(functools, "update_wrapper", "OO", (PyObject *)self, fn);
     Py_DECREF(functools);
     if (!r) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError)) {
+            Py_CLEAR(self->fn); /* back to blank (task_init) */
+            Py_CLEAR(self->name);
+            Py_CLEAR(self->retry);
             return -1;
+        }
         PyErr_Clear();
     }
     Py_XDECREF(r);
@@ -183,6 +223,9 @@ static int task_traverse(TaskObject *self, visitproc visit, void *arg) {
 }
 
 static int task_clear(TaskObject *self) {
+    /* Collected: calls from finalizers now raise instead of reading a cleared fn. Relaxed
+     * would do (the collector stops the world); release for symmetry with task_init. */
+    atomic_store_explicit(&self->ready, TG_TASK_BLANK, memory_order_release);
     Py_CLEAR(self->fn);
     Py_CLEAR(self->retry);
     Py_CLEAR(self->dict);
@@ -205,6 +248,9 @@ static PyObject *task_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
 }
 
 static PyObject *task_repr(TaskObject *self) {
+    /* Acquire: see task_ready. */
+    if (atomic_load_explicit(&self->ready, memory_order_acquire) != TG_TASK_READY)
+        return PyUnicode_FromString("<taskgraph.Task (not initialised)>");
     return PyUnicode_FromFormat("<taskgraph.Task %U>", self->name);
 }
 
@@ -244,6 +290,7 @@ PyObject *tg_task_by_name(PyObject *unused, PyObject *args) {
 
 static PyObject *task_reduce(TaskObject *self, PyObject *unused) {
     (void)unused;
+    if (!task_ready(self)) return NULL;
     PyObject *mod = NULL, *qual = NULL;
     if (PyObject_GetOptionalAttrString((PyObject *)self, "__module__", &mod) < 0 ||
         PyObject_GetOptionalAttrString((PyObject *)self, "__qualname__", &qual) < 0) {
@@ -297,11 +344,13 @@ PyObject *tg_task_with_options(PyObject *unused, PyObject *args) {
 
 static PyObject *task_get_retries(TaskObject *self, void *c) {
     (void)c;
+    if (!task_ready(self)) return NULL;
     return self->retry ? Py_NewRef(PyTuple_GET_ITEM(self->retry, 0)) : PyLong_FromLong(0);
 }
 
 static PyObject *task_get_retry_on(TaskObject *self, void *c) {
     (void)c;
+    if (!task_ready(self)) return NULL;
     return self->retry ? Py_NewRef(PyTuple_GET_ITEM(self->retry, 1)) : PyTuple_New(0);
 }
 

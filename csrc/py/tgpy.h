@@ -50,7 +50,10 @@ struct NodeObject {
      * (release); read by anyone after seeing that state (acquire). */
     PyObject *value;     /* the result (done) or the exception (failed, cancelled) */
     PyObject *name;      /* the task's name, interned (immortal on free-threaded builds) */
-    NodeObject *parent;  /* the node whose task spawned it (strong, fixed), or NULL */
+    /* The node whose task spawned it (or submitted it from inside a task), or NULL: strong,
+     * stored once by the claimer (release), read with tg_node_parent (acquire) by any thread
+     * (`parent` property, joins checking ancestry); cleared only when the node dies. */
+    _Atomic(NodeObject *) parent;
     /* Children spawned by its task and not synced yet: a list owned by the thread running
      * the task (strong references through `sibling`). */
     NodeObject *kids;
@@ -79,6 +82,19 @@ struct NodeObject {
 
 #define NODE_OF(task) ((NodeObject *)((char *)(task) - offsetof(NodeObject, t)))
 
+static inline NodeObject *tg_node_parent(const NodeObject *n) {
+    /* Acquire: pairs with the release store of the claimer (tg_node_set_parent). */
+    return atomic_load_explicit(&((NodeObject *)n)->parent, memory_order_acquire);
+}
+/* Makes p (a strong reference is taken) the parent of n, which the caller just claimed. */
+static inline void tg_node_set_parent(NodeObject *n, NodeObject *p) {
+    Py_INCREF(p);
+    /* Release: pairs with the acquire in tg_node_parent. */
+    atomic_store_explicit(&n->parent, p, memory_order_release);
+}
+/* The run of a claimed node, as a RunObject (NULL: claimed inline or not claimed). */
+#define NODE_RUN(n) (tg_task_run(&(n)->t) ? RUN_OF(tg_task_run(&(n)->t)) : NULL)
+
 enum { TG_CANCEL_ASKED = 1, TG_CANCEL_RUNNING = 2 };
 
 extern PyTypeObject TG_NodeType;
@@ -99,8 +115,11 @@ int tg_node_cancel_requested(NodeObject *n);
 /* Its key, e.g. "fib-3.1041": the task's name, the number of the thread that made the node
  * and that thread's counter (given when the node is made). */
 PyObject *tg_node_key(NodeObject *n);
-/* The value (new reference) or NULL with the node's exception raised; marks it seen. The
- * node must have finished. */
+/* The exception a waiter raises for exc: a copy with its own traceback (see node.c). New
+ * reference; never fails (at worst exc itself). */
+PyObject *tg_exception_copy(PyObject *exc);
+/* The value (new reference) or NULL with (a copy of) the node's exception raised; marks it
+ * seen. The node must have finished. */
 PyObject *tg_node_outcome(NodeObject *n);
 /* Drops the inputs of a node that has run (or will never run). */
 void tg_node_drop_inputs(NodeObject *n);
@@ -113,8 +132,13 @@ PyObject *tg_node_inputs(NodeObject *n);
 int tg_node_wait_external(NodeObject *n, double timeout);
 
 /* ---------------------------------------------------------------- Task (task.c) */
+/* A Task is immutable once initialised: __init__ runs once (a second call raises TypeError),
+ * and fn, name and retry never change after `ready` is published. */
+enum { TG_TASK_BLANK = 0, TG_TASK_INITIALISING = 1, TG_TASK_READY = 2 };
+
 typedef struct {
     PyObject_HEAD
+    _Atomic int ready;   /* TG_TASK_*: a CAS claims the one initialisation; release when ready */
     PyObject *fn;
     PyObject *name;      /* interned str */
     PyObject *retry;     /* (retries, retry_on) or NULL: given to each of its nodes */
@@ -162,6 +186,10 @@ struct RunObject {
 #define RUN_OF(run) ((RunObject *)((char *)(run) - offsetof(RunObject, r)))
 
 extern PyTypeObject TG_RunType;
+/* The lock under which a run reached through one of its unfinished nodes stays alive
+ * (node.cancel(); see run.c). No Python call while it is held. */
+void tg_runs_lock(void);
+void tg_runs_unlock(void);
 /* Run objects alive (the leak test reads it). */
 int64_t tg_live_runs(void);
 
@@ -231,6 +259,8 @@ void tg_engine_break(EngineObject *e, PyObject *reason);
 extern tg_idle_fn tg_idle_begin, tg_idle_end;
 /* Runs tasks on W until `awaited` finishes (or, when NULL, until the pool shuts down). */
 tg_find tg_wait_until(Worker *W, NodeObject *awaited);
+/* Adds n (just claimed by parent's thread) to parent's children; prunes finished ones. */
+void tg_add_kid(NodeObject *parent, NodeObject *n);
 /* Pushes a node built inside a running task onto W's deque (or submits it with its edges). */
 int tg_spawn(Worker *W, NodeObject *n);
 /* result()/exception() inside a worker of the node's engine: 0 when it finished, -1 with an
@@ -321,9 +351,10 @@ typedef struct {
     PyObject *str_spawn, *str_wait;
     PyObject *state_names[TG_NSTATES]; /* interned */
     PyObject *str_taskgraph_task, *str_add_note, *str_fields, *str_dataclass_fields,
-        *str_field_type, *str_name, *str_dot, *str_call_parens;
+        *str_field_type, *str_name, *str_dot, *str_call_parens, *str_notes, *str_backend_key;
     PyObject *task_by_name;         /* the module's _task_by_name (Task pickling) */
     PyObject *task_with_options;    /* the module's _task_with_options (Task pickling) */
+    PyObject *memory_error;         /* a MemoryError instance, made at import */
 } tg_globals;
 
 extern tg_globals TG;
@@ -334,13 +365,23 @@ typedef struct {
     int serial;         /* depth of `with taskgraph.serial():` */
     uint64_t thread_no; /* 1 + process-unique number, for node keys (0: none yet) */
     uint64_t seq;       /* nodes named on this thread */
+    char *stack_low;    /* below this address the C stack is nearly used up (tg_c_stack_low) */
+    int stack_known;    /* 1: stack_low is set; -1: unknown (no check) */
     /* A backend that runs this thread's task calls elsewhere (the dask backend, while a dask
      * worker thread runs a task): calling a task calls backend.spawn(node), and waiting for
-     * an unfinished node calls backend.wait(node, timeout). Strong, or NULL. */
+     * an unfinished node calls backend.wait(node, timeout). Borrowed, or NULL: the strong
+     * reference is in the thread state's dict, which CPython clears when the thread ends. */
     PyObject *backend;
 } tg_tls;
 
 extern _Thread_local tg_tls TG_TLS;
+
+/* Whether the calling thread's C stack is nearly used up (nested joins and serial calls
+ * check it: they raise RecursionError rather than overflow, whatever the recursion limit). */
+int tg_c_stack_low(void);
+/* A MemoryError instance (new reference) for the paths where building an exception failed:
+ * a node's value is always an exception instance. */
+PyObject *tg_memory_error(void);
 
 /* A fresh key number for a node made on this thread: (thread number << 40) | counter. */
 uint64_t tg_next_node_id(void);

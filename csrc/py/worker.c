@@ -64,7 +64,7 @@ static tg_frame pop_frame(Worker *W) {
  * its run, and successors that a shut-down pool refused. */
 static void finish(Worker *W, NodeObject *n, int final) {
     tg_task *refused = NULL;
-    tg_run *run = n->t.run; /* read before the finish publishes n */
+    tg_run *run = tg_task_run(&n->t); /* read before the finish publishes n */
     int ended = W ? tg_pool_finish(W->engine->pool, W->index, &n->t, (tg_state)final, &refused)
                   : tg_pool_finish(NULL, -1, &n->t, (tg_state)final, &refused);
     if (ended) tg_run_ended(RUN_OF(run));
@@ -88,19 +88,20 @@ static PyObject *cancel_error(NodeObject *n) {
             cause = Py_NewRef(d->value);
         }
     }
+    NodeObject *parent = tg_node_parent(n);
     /* Acquire: pairs with the failing parent's release store (its value is then visible). */
-    if (!reason && n->parent && atomic_load_explicit(&n->parent->failing, memory_order_acquire)) {
-        PyObject *key = tg_node_key(n->parent);
+    if (!reason && parent && atomic_load_explicit(&parent->failing, memory_order_acquire)) {
+        PyObject *key = tg_node_key(parent);
         if (!key) goto fail;
         reason = PyUnicode_FromFormat("its parent task %U failed", key);
         Py_DECREF(key);
         if (!reason) goto fail;
-        cause = Py_NewRef(n->parent->value);
+        cause = Py_NewRef(parent->value);
     }
     /* Relaxed: requests (see tgpy.h). */
     if (!reason && (atomic_load_explicit(&n->cancel, memory_order_relaxed) & TG_CANCEL_ASKED))
         reason = PyUnicode_FromString("node.cancel() was called before it started");
-    for (NodeObject *p = n->parent; !reason && p; p = p->parent)
+    for (NodeObject *p = parent; !reason && p; p = tg_node_parent(p))
         if (atomic_load_explicit(&p->cancel, memory_order_relaxed)) {
             PyObject *key = tg_node_key(p);
             if (!key) goto fail;
@@ -108,8 +109,8 @@ static PyObject *cancel_error(NodeObject *n) {
             Py_DECREF(key);
             if (!reason) goto fail;
         }
-    if (!reason && n->t.run) {
-        RunObject *run = RUN_OF(n->t.run);
+    if (!reason && tg_task_run(&n->t)) {
+        RunObject *run = RUN_OF(tg_task_run(&n->t));
         pthread_mutex_lock(&run->mu);
         reason = Py_XNewRef(run->reason);
         cause = Py_XNewRef(run->error);
@@ -133,7 +134,7 @@ fail:
     Py_XDECREF(reason);
     Py_XDECREF(cause);
     err = PyErr_GetRaisedException();
-    return err ? err : Py_NewRef(PyExc_MemoryError);
+    return err ? err : tg_memory_error();
 }
 
 void tg_cancel_refused(tg_task *refused) {
@@ -144,7 +145,7 @@ void tg_cancel_refused(tg_task *refused) {
         NodeObject *n = NODE_OF(t);
         n->value = cancel_error(n);
         tg_node_drop_inputs(n);
-        tg_run *run = t->run;
+        tg_run *run = tg_task_run(t);
         tg_task *more = NULL;
         if (tg_pool_finish(NULL, -1, t, TG_CANCELLED, &more)) tg_run_ended(RUN_OF(run));
         if (more) { /* its successors were refused too: handle them in this loop */
@@ -214,7 +215,7 @@ static void fail_run(NodeObject *n) {
     PyObject *key = tg_node_key(n);
     PyObject *reason = key ? PyUnicode_FromFormat("task %U failed (%s)", key, Py_TYPE(n->value)->tp_name) : NULL;
     PyErr_Clear();
-    tg_run_cancel_with(RUN_OF(n->t.run), reason, n->value);
+    tg_run_cancel_with(RUN_OF(tg_task_run(&n->t)), reason, n->value);
     Py_XDECREF(key);
     Py_XDECREF(reason);
 }
@@ -239,22 +240,28 @@ static PyObject *call_task(NodeObject *n) {
     return r;
 }
 
-static tg_find wait_loop(Worker *W, NodeObject *awaited, int steal);
+static tg_find wait_loop(Worker *W, NodeObject *awaited, int how);
+static int depends_on_waiter(NodeObject *cur, NodeObject *n, NodeObject **via);
 
 /* Waits for n as a join (nested helping, counted in the join depth). The time it takes is
- * accounted by the tasks it runs and by its idle periods (see tg_frame). */
-static tg_find join_wait(Worker *W, NodeObject *n) {
-    int steal = W->depth < W->engine->max_help_depth;
+ * accounted by the tasks it runs and by its idle periods (see tg_frame). `foreign`: n may
+ * finish without waking this pool (it belongs to another scheduler, or was claimed inline):
+ * the join polls while parked. Past max_help_depth nested joins, or when the thread's C stack
+ * runs low, it stops stealing (its own deque and the injector only). */
+static tg_find join_wait(Worker *W, NodeObject *n, int foreign) {
+    int how = W->depth < W->engine->max_help_depth && !tg_c_stack_low() ? TG_LOOK_STEAL : TG_LOOK_LOCAL;
+    if (foreign) how |= TG_LOOK_POLL;
     W->depth++;
-    tg_find r = wait_loop(W, n, steal);
+    tg_find r = wait_loop(W, n, how);
     W->depth--;
     return r;
 }
 
 /* Add n to parent's children (a strong reference). At powers of two from 64 children,
- * children that finished and whose outcome was read are forgotten, so a task that spawns and
- * joins many children in a loop keeps a bounded number alive. */
-static void add_kid(NodeObject *parent, NodeObject *n) {
+ * children that no sync needs any more are forgotten: finished with a result, or finished
+ * and their outcome read. So a task that spawns and joins many children in a loop, with or
+ * without Node arguments (tg_submit links those here too), keeps a bounded number alive. */
+void tg_add_kid(NodeObject *parent, NodeObject *n) {
     n->sibling = parent->kids;
     parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
     int32_t c = ++parent->nkids;
@@ -262,8 +269,9 @@ static void add_kid(NodeObject *parent, NodeObject *n) {
     NodeObject **link = &parent->kids;
     while (*link) {
         NodeObject *k = *link;
+        int st = tg_task_state(&k->t);
         /* Relaxed `seen`: set by whoever read the outcome, usually this thread. */
-        if (tg_task_state(&k->t) >= TG_DONE && atomic_load_explicit(&k->seen, memory_order_relaxed)) {
+        if (st == TG_DONE || (st > TG_DONE && atomic_load_explicit(&k->seen, memory_order_relaxed))) {
             *link = k->sibling;
             k->sibling = NULL;
             parent->nkids--;
@@ -272,6 +280,28 @@ static void add_kid(NodeObject *parent, NodeObject *n) {
             link = &k->sibling;
         }
     }
+}
+
+/* A child that will never run and still waits for its dependencies (cancelled while PENDING):
+ * the sync does not wait for it. It is finished, as cancelled, when its dependencies are; one
+ * of them may be the syncing task itself (a child that consumes its parent's node). */
+static int never_runs_pending(NodeObject *k) {
+    int why = tg_task_poisoned(&k->t);
+    return tg_task_state(&k->t) == TG_PENDING && why != TG_POISON_NONE && why != TG_POISON_STARTED;
+}
+
+/* The RecursionError of a task whose thread's C stack is too low for more nesting. */
+static PyObject *stack_error(NodeObject *n, const char *doing) {
+    PyObject *key = tg_node_key(n);
+    if (key) {
+        PyErr_Format(PyExc_RecursionError,
+                     "task %U: the worker thread's C stack is nearly exhausted while %s (tasks "
+                     "joined inside tasks, %d deep on this thread); recurse less deeply or "
+                     "switch to serial code below a cutoff", key, doing, TG_TLS.worker ? TG_TLS.worker->depth : 0);
+        Py_DECREF(key);
+    }
+    PyObject *err = PyErr_GetRaisedException();
+    return err ? err : tg_memory_error();
 }
 
 /* Implicit sync at the end of a task (Cilk's sync, rayon's scope): the task finishes only
@@ -284,12 +314,37 @@ static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
     n->nkids = 0;
     /* Relaxed: our own store. */
     int failing = atomic_load_explicit(&n->failing, memory_order_relaxed);
+    for (NodeObject *k = kids; k && !failing; k = k->sibling) { /* a child waiting for us */
+        NodeObject *via = NULL;
+        if (never_runs_pending(k) || depends_on_waiter(n, k, &via) <= 0) {
+            PyErr_Clear();
+            continue;
+        }
+        PyObject *key = tg_node_key(n), *kk = key ? tg_node_key(k) : NULL, *vk = kk ? tg_node_key(via) : NULL;
+        if (vk)
+            PyErr_Format(TG.TaskgraphError, "task %U spawned %U, which depends on %U: %U cannot "
+                         "finish before its children (implicit sync), so they would wait for each "
+                         "other forever", key, kk, vk, key);
+        Py_XDECREF(key);
+        Py_XDECREF(kk);
+        Py_XDECREF(vk);
+        PyObject *err = PyErr_GetRaisedException();
+        Py_CLEAR(*res);
+        set_failing(n, err ? err : tg_memory_error());
+        failing = 1;
+    }
+    if (!failing && tg_c_stack_low()) { /* no room to run children nested: fail, skip them */
+        Py_CLEAR(*res);
+        set_failing(n, stack_error(n, "waiting for its children"));
+        failing = 1;
+    }
     if (failing)
         for (NodeObject *k = kids; k; k = k->sibling)
             if (tg_task_state(&k->t) < TG_DONE) tg_task_cancel(&k->t, TG_POISON_CANCEL);
     int closed = 0;
     for (NodeObject *k = kids; k && !closed; k = k->sibling)
-        if (tg_task_state(&k->t) < TG_DONE) closed = join_wait(W, k) == TG_FIND_SHUTDOWN;
+        if (tg_task_state(&k->t) < TG_DONE && !never_runs_pending(k))
+            closed = join_wait(W, k, 0) == TG_FIND_SHUTDOWN;
     NodeObject *first = NULL;
     for (NodeObject *k = kids; k; k = k->sibling) {
         /* Relaxed: see add_kid. */
@@ -303,12 +358,17 @@ static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
             note_sibling(n->value, n, k);
         }
     }
+    /* Dropping the children may run finalizers: not as part of this task (a task they call
+     * would be spawned into it after its sync). */
+    NodeObject *cur = W->current;
+    W->current = NULL;
     while (kids) {
         NodeObject *next = kids->sibling;
         kids->sibling = NULL;
         Py_DECREF(kids);
         kids = next;
     }
+    W->current = cur;
 }
 
 /* Whether the failed attempt `attempt` (0 for the first) of n is run again: the task has
@@ -365,16 +425,27 @@ static PyObject *internal_failure(Worker *W, NodeObject *n, const char *what) {
     PyObject *err = reason ? PyObject_CallOneArg(TG.BrokenSchedulerError, reason) : NULL;
     Py_XDECREF(reason);
     if (!err) err = PyErr_GetRaisedException();
-    return err ? err : Py_NewRef(PyExc_MemoryError);
+    return err ? err : tg_memory_error();
 }
 
 static void skip(Worker *W, NodeObject *n);
 
+/* Drops n's inputs after it ran (or was skipped) on W. Their finalizers (__del__, weakref
+ * callbacks) may run here: they run as no task's code (W->current is NULL meanwhile), so a
+ * task they call is built lazily instead of being spawned into whatever task W is nested in. */
+static void drop_inputs_detached(Worker *W, NodeObject *n) {
+    NodeObject *cur = W->current;
+    W->current = NULL;
+    tg_node_drop_inputs(n);
+    W->current = cur;
+}
+
 /* Runs node n, handed to W by the pool, and finishes it. */
 static void execute(Worker *W, NodeObject *n) {
     /* Relaxed: a hint (see RunObject.cancel_running). */
-    if (atomic_load_explicit(&RUN_OF(n->t.run)->cancel_running, memory_order_relaxed) &&
-        n->parent && tg_node_cancel_asked(n->parent)) { /* its spawner was cancelled meanwhile */
+    NodeObject *parent = tg_node_parent(n);
+    if (atomic_load_explicit(&RUN_OF(tg_task_run(&n->t))->cancel_running, memory_order_relaxed) &&
+        parent && tg_node_cancel_asked(parent)) { /* its spawner was cancelled meanwhile */
         skip(W, n);
         return;
     }
@@ -399,12 +470,12 @@ static void execute(Worker *W, NodeObject *n) {
         final = TG_FAILED;
         note_origin(n->value, n, W);
         if (attempts > 1) note_attempts(n->value, n, attempts);
-        if (!n->parent) fail_run(n);
+        if (!parent) fail_run(n);
     }
     rs.attempt = attempts - 1;
     tg_frame f = pop_frame(W);
     if (rs.timed) tg_rec_end(W, &rs, n, final, &f);
-    tg_node_drop_inputs(n);
+    drop_inputs_detached(W, n);
     finish(W, n, final);
     Py_DECREF(n); /* the core's reference */
 }
@@ -417,7 +488,7 @@ static void skip(Worker *W, NodeObject *n) {
     n->value = cancel_error(n);
     tg_frame f = pop_frame(W);
     if (rs.timed) tg_rec_end(W, &rs, n, TG_CANCELLED, &f);
-    tg_node_drop_inputs(n);
+    drop_inputs_detached(W, n);
     finish(W, n, TG_CANCELLED);
     Py_DECREF(n); /* the core's reference */
 }
@@ -429,11 +500,11 @@ static tg_find worker_dies(Worker *W) {
 }
 
 /* The one dispatch loop. */
-static tg_find wait_loop(Worker *W, NodeObject *awaited, int steal) {
+static tg_find wait_loop(Worker *W, NodeObject *awaited, int how) {
     tg_pool *pool = W->engine->pool;
     tg_task *want = awaited ? &awaited->t : NULL, *t;
     for (;;) {
-        tg_find r = tg_pool_find(pool, W->index, want, steal, W, &t);
+        tg_find r = tg_pool_find(pool, W->index, want, how, W, &t);
         if (r == TG_FIND_RUN) execute(W, NODE_OF(t));
         else if (r == TG_FIND_SKIP) skip(W, NODE_OF(t));
         else return r;
@@ -442,7 +513,7 @@ static tg_find wait_loop(Worker *W, NodeObject *awaited, int steal) {
 }
 
 tg_find tg_wait_until(Worker *W, NodeObject *awaited) {
-    return awaited ? join_wait(W, awaited) : wait_loop(W, NULL, 1);
+    return awaited ? join_wait(W, awaited, 0) : wait_loop(W, NULL, TG_LOOK_STEAL);
 }
 
 void tg_drain_one(Worker *W, tg_task *t) { skip(W, NODE_OF(t)); }
@@ -451,21 +522,22 @@ void tg_drain_one(Worker *W, tg_task *t) { skip(W, NODE_OF(t)); }
 
 int tg_spawn(Worker *W, NodeObject *n) {
     NodeObject *parent = W->current;
+    tg_run *prun = tg_task_run(&parent->t);
     if (n->deps) { /* it waits for other nodes: wire its edges (submit.c) */
         PyObject *one = (PyObject *)n;
-        return tg_submit(W->engine, RUN_OF(parent->t.run), &one, 1, W) < 0 ? -1 : 0;
+        return tg_submit(W->engine, RUN_OF(prun), &one, 1, W) < 0 ? -1 : 0;
     }
-    n->parent = (NodeObject *)Py_NewRef((PyObject *)parent);
+    tg_node_set_parent(n, parent);
     atomic_store_explicit(&n->owner, W->engine, memory_order_relaxed); /* see tgpy.h */
-    add_kid(parent, n);
+    tg_add_kid(parent, n);
     Py_INCREF(n); /* the core's reference, until the node is finished */
     tg_push r;
     if (tg_fault(TG_FAULT_SPAWN)) { /* as if the deque could not grow */
-        tg_task_claim(&n->t, parent->t.run);
+        tg_task_claim(&n->t, prun);
         tg_task_release_hold(&n->t);
         r = TG_PUSH_NOMEM;
     } else {
-        r = tg_pool_spawn(W->engine->pool, W->index, &n->t, parent->t.run);
+        r = tg_pool_spawn(W->engine->pool, W->index, &n->t, prun);
     }
     if (r == TG_PUSH_QUEUED) return 0;
     if (r != TG_PUSH_NOMEM) Py_FatalError("taskgraph: a new node was claimed twice"); /* invariant */
@@ -479,31 +551,109 @@ int tg_spawn(Worker *W, NodeObject *n) {
 }
 
 static int is_ancestor(NodeObject *a, NodeObject *of) {
-    for (NodeObject *p = of ? of->parent : NULL; p; p = p->parent)
+    for (NodeObject *p = of ? tg_node_parent(of) : NULL; p; p = tg_node_parent(p))
         if (p == a) return 1;
     return 0;
 }
 
+/* Whether the pending node n waits, directly or through other pending nodes, for cur or one
+ * of the tasks that spawned it (which cannot finish before cur's join of n returns): then
+ * *via is that task (borrowed; it is running). Cheap in the common cases: only a node still
+ * waiting for dependencies (PENDING) can depend on anything, and only a running task that has
+ * consumers (edges) can be depended on; the walk visits pending nodes only. -1 on error. */
+static int depends_on_waiter(NodeObject *cur, NodeObject *n, NodeObject **via) {
+    if (tg_task_state(&n->t) != TG_PENDING) return 0;
+    int any = 0;
+    for (NodeObject *w = cur; w && !any; w = tg_node_parent(w)) any = tg_task_has_successors(&w->t);
+    if (!any) return 0;
+    PyObject *seen = PySet_New(NULL), *todo = PyList_New(0);
+    int found = 0;
+    if (!seen || !todo || PyList_Append(todo, (PyObject *)n) < 0 || PySet_Add(seen, (PyObject *)n) < 0) {
+        found = -1;
+        goto done;
+    }
+    while (!found && PyList_GET_SIZE(todo) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(todo) - 1;
+        PyObject *x = PyList_GetItemRef(todo, last); /* ours: the list is private */
+        if (!x || PyList_SetSlice(todo, last, last + 1, NULL) < 0) {
+            Py_XDECREF(x);
+            found = -1;
+            break;
+        }
+        PyObject *deps;
+        Py_BEGIN_CRITICAL_SECTION(x); /* pairs with tg_node_drop_inputs */
+        deps = Py_XNewRef(((NodeObject *)x)->deps);
+        Py_END_CRITICAL_SECTION();
+        Py_DECREF(x);
+        for (Py_ssize_t i = 0; deps && !found && i < PyTuple_GET_SIZE(deps); i++) {
+            NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(deps, i); /* held by deps */
+            for (NodeObject *w = cur; w; w = tg_node_parent(w))
+                if (d == w) {
+                    *via = w;
+                    found = 1;
+                    break;
+                }
+            if (found || tg_task_state(&d->t) != TG_PENDING) continue;
+            int had = PySet_Contains(seen, (PyObject *)d);
+            if (had < 0 || (!had && (PySet_Add(seen, (PyObject *)d) < 0 ||
+                                     PyList_Append(todo, (PyObject *)d) < 0)))
+                found = -1;
+        }
+        Py_XDECREF(deps);
+    }
+done:
+    Py_XDECREF(seen);
+    Py_XDECREF(todo);
+    return found;
+}
+
+/* The TaskgraphError of a join that could never return. */
+static int join_refused(NodeObject *cur, NodeObject *n, NodeObject *via) {
+    PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
+    PyObject *vk = ck && via ? tg_node_key(via) : NULL;
+    if (ck && n == cur)
+        PyErr_Format(TG.TaskgraphError, "task %U called result() on its own node (it would "
+                     "wait for itself forever)", key);
+    else if (ck && !via)
+        PyErr_Format(TG.TaskgraphError, "task %U awaits %U, one of the tasks that spawned it; "
+                     "a task finishes only after its children (implicit sync), so this would "
+                     "wait forever", ck, key);
+    else if (vk)
+        PyErr_Format(TG.TaskgraphError, "task %U awaits %U, which depends on %s%U; %U cannot "
+                     "finish before this await returns, so it would wait forever", ck, key,
+                     via == cur ? "this very task " : "a task that spawned it, ", vk, vk);
+    Py_XDECREF(key);
+    Py_XDECREF(ck);
+    Py_XDECREF(vk);
+    return -1;
+}
+
 int tg_join(Worker *W, NodeObject *n) {
     NodeObject *cur = W->current;
-    if (n == cur || (n->parent != cur && is_ancestor(n, cur))) {
-        PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
-        if (ck && n == cur)
-            PyErr_Format(TG.TaskgraphError, "task %U called result() on its own node (it would "
-                         "wait for itself forever)", key);
-        else if (ck)
-            PyErr_Format(TG.TaskgraphError, "task %U awaits %U, one of the tasks that spawned it; "
-                         "a task finishes only after its children (implicit sync), so this would "
-                         "wait forever", ck, key);
-        Py_XDECREF(key);
-        Py_XDECREF(ck);
-        return -1;
-    }
+    if (n == cur || (tg_node_parent(n) != cur && is_ancestor(n, cur))) return join_refused(cur, n, NULL);
+    tg_run *mine = tg_task_run(&cur->t);
     if (tg_task_state(&n->t) == TG_NEW) { /* a lazy node first needed here: joins this run */
         PyObject *one = (PyObject *)n;
-        if (tg_submit(W->engine, RUN_OF(cur->t.run), &one, 1, W) < 0) return -1;
+        if (tg_submit(W->engine, RUN_OF(mine), &one, 1, W) < 0) return -1;
     }
-    if (join_wait(W, n) == TG_FIND_SHUTDOWN && tg_task_state(&n->t) < TG_DONE) {
+    if (tg_task_state(&n->t) >= TG_DONE) return 0;
+    NodeObject *via = NULL;
+    int dep = depends_on_waiter(cur, n, &via);
+    if (dep > 0 && tg_node_parent(n) == cur) /* our child, which can never run: the sync of cur
+                                              * does not wait for it (never_runs_pending) */
+        tg_task_cancel(&n->t, TG_POISON_CANCEL);
+    if (dep) return dep < 0 ? -1 : join_refused(cur, n, via);
+    if (tg_c_stack_low()) {
+        PyObject *err = stack_error(cur, "joining another task");
+        PyErr_SetRaisedException(err);
+        return -1;
+    }
+    /* Claimed by another run (a concurrent compute, another scheduler): that run's cancel
+     * must not skip it under us. */
+    if (tg_task_run(&n->t) != mine) tg_task_want(&n->t);
+    /* Relaxed owner: NULL (claimed inline, or a moment ago) counts as foreign: we poll. */
+    int foreign = atomic_load_explicit(&n->owner, memory_order_relaxed) != (const void *)W->engine;
+    if (join_wait(W, n, foreign) == TG_FIND_SHUTDOWN && tg_task_state(&n->t) < TG_DONE) {
         PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
         if (ck)
             PyErr_Format(TG.SchedulerClosedError, "%U closed while task %U waited for %U",
@@ -525,6 +675,15 @@ void tg_finish_external(NodeObject *n, int final, PyObject *value) {
 /* ---------------------------------------------------------------- serial elision */
 
 int tg_run_inline(NodeObject *n) {
+    if (tg_c_stack_low()) { /* serial calls nested this deep would overflow the C stack */
+        PyObject *key = tg_node_key(n);
+        if (key) {
+            PyErr_Format(PyExc_RecursionError, "task %U: serial calls nested too deeply for "
+                         "this thread's C stack", key);
+            Py_DECREF(key);
+        }
+        return -1;
+    }
     if (!tg_task_claim_inline(&n->t)) return 0;
     for (Py_ssize_t i = 0; n->deps && i < PyTuple_GET_SIZE(n->deps); i++) {
         NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);

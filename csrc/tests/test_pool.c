@@ -61,7 +61,7 @@ static _Atomic int *fib_ended;
 static void join(tg_pool *p, int w, job *awaited) {
     tg_task *t;
     for (;;) {
-        tg_find r = tg_pool_find(p, w, &awaited->t, 1, NULL, &t);
+        tg_find r = tg_pool_find(p, w, &awaited->t, TG_LOOK_STEAL, NULL, &t);
         if (r == TG_FIND_JOINED) return;
         CHECK(r == TG_FIND_RUN || r == TG_FIND_SKIP, "join got %d", r);
         handle(p, w, r, t, fib_ended);
@@ -91,7 +91,7 @@ static void *worker_main(void *arg) {
     my_pool_id = wa->pool_id;
     tg_task *t;
     for (;;) {
-        tg_find r = tg_pool_find(wa->p, wa->w, NULL, 1, NULL, &t);
+        tg_find r = tg_pool_find(wa->p, wa->w, NULL, TG_LOOK_STEAL, NULL, &t);
         if (r == TG_FIND_SHUTDOWN) break;
         CHECK(r == TG_FIND_RUN || r == TG_FIND_SKIP, "find got %d", r);
         handle(wa->p, wa->w, r, t, wa->ended);
@@ -326,6 +326,84 @@ static void test_cross_pool_release(void) {
     printf("ok a successor is released into its own pool\n");
 }
 
+
+/* A join nested past its help depth (TG_LOOK_LOCAL: no stealing) whose awaited task is
+ * injected while the joiner is parked: the joiner takes it from the injector itself (nobody
+ * else would: the pool's only worker is the joiner). */
+typedef struct {
+    tg_pool *p;
+    tg_task *awaited;
+    int how;
+    _Atomic int result; /* 1 + tg_find, 0 while waiting */
+    _Atomic int ran;
+} joiner_arg;
+
+static void *joiner_main(void *arg) {
+    joiner_arg *ja = arg;
+    tg_task *t;
+    for (;;) {
+        tg_find r = tg_pool_find(ja->p, 0, ja->awaited, ja->how, NULL, &t);
+        if (r == TG_FIND_RUN || r == TG_FIND_SKIP) {
+            tg_task *refused = NULL;
+            atomic_fetch_add(&ja->ran, 1);
+            tg_pool_finish(ja->p, 0, t, r == TG_FIND_RUN ? TG_DONE : TG_CANCELLED, &refused);
+            continue;
+        }
+        atomic_store_explicit(&ja->result, 1 + (int)r, memory_order_release); /* main's acquire */
+        return NULL;
+    }
+}
+
+static void wait_result(joiner_arg *ja, int want) {
+    for (int i = 0; atomic_load_explicit(&ja->result, memory_order_acquire) == 0; i++) {
+        CHECK(i < 20000, "the join never returned (10 s)");
+        usleep(500);
+    }
+    CHECK(atomic_load(&ja->result) == 1 + want, "join returned %d, want %d", atomic_load(&ja->result) - 1, want);
+}
+
+static void test_local_join_takes_injected(void) {
+    tg_pool *p = tg_pool_new(1);
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    run.pool = p;
+    tg_task x;
+    memset(&x, 0, sizeof x);
+    CHECK(tg_task_claim(&x, &run) == 1, "claim");
+    joiner_arg ja = {p, &x, TG_LOOK_LOCAL, 0, 0};
+    pthread_t tid;
+    pthread_create(&tid, NULL, joiner_main, &ja);
+    usleep(20000); /* let it park (it polls the injector) */
+    CHECK(tg_pool_release_external(p, &x) == TG_PUSH_QUEUED, "inject");
+    wait_result(&ja, TG_FIND_JOINED);
+    pthread_join(tid, NULL);
+    CHECK(atomic_load(&ja.ran) == 1 && tg_run_live(&run) == 0, "the joiner ran the injected task");
+    tg_pool_shutdown(p);
+    tg_pool_free(p);
+    printf("ok a no-steal join takes its awaited task from the injector\n");
+}
+
+/* A join on a task that finishes outside this pool (claimed inline, or in another pool),
+ * so no finisher wakes this pool's joiner: with TG_LOOK_POLL the parked joiner sees the
+ * finish by itself. */
+static void test_poll_join_sees_foreign_finish(void) {
+    tg_pool *p = tg_pool_new(1);
+    tg_task x;
+    memset(&x, 0, sizeof x);
+    CHECK(tg_task_claim_inline(&x) == 1, "claim inline");
+    joiner_arg ja = {p, &x, TG_LOOK_STEAL | TG_LOOK_POLL, 0, 0};
+    pthread_t tid;
+    pthread_create(&tid, NULL, joiner_main, &ja);
+    usleep(20000); /* let it park */
+    tg_task *refused = NULL;
+    tg_pool_finish(NULL, -1, &x, TG_DONE, &refused); /* wakes nobody: x has no pool */
+    wait_result(&ja, TG_FIND_JOINED);
+    pthread_join(tid, NULL);
+    tg_pool_shutdown(p);
+    tg_pool_free(p);
+    printf("ok a polling join sees a task finished outside its pool\n");
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     int sizes[] = {1, 2, 4, 8};
@@ -364,6 +442,8 @@ int main(void) {
     }
     test_shutdown_refuses_and_drains();
     test_cross_pool_release();
-    printf("pool: 8 passed, 0 failed\n");
+    test_local_join_takes_injected();
+    test_poll_join_sees_foreign_finish();
+    printf("pool: 10 passed, 0 failed\n");
     return 0;
 }

@@ -66,7 +66,7 @@ static void *worker(void *arg) {
     worker_arg *wa = arg;
     tg_task *t;
     for (;;) {
-        tg_find r = tg_pool_find(wa->p, 0, wa->awaited, wa->awaited == NULL, NULL, &t);
+        tg_find r = tg_pool_find(wa->p, 0, wa->awaited, TG_LOOK_STEAL, NULL, &t);
         if (r == TG_FIND_SHUTDOWN) break;
         if (r == TG_FIND_JOINED) {
             atomic_store_explicit(&wa->joined, 1, memory_order_release); /* main's acquire */
