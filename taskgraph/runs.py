@@ -90,7 +90,9 @@ def _wait_run(run, timeout, bar, cancel_on_timeout):
 def raise_first_error(nodes, run):
     """Raises the root cause of the first node that did not finish with a result: the run's
     first failure if it recorded one (a node cancelled by fail-fast raises what failed), else
-    the node's own exception. Marks every node's outcome as observed."""
+    the node's own exception. Marks every node's outcome as observed. Like ``result()``, it
+    raises a copy of the stored exception (``core.exception_copy``): each caller's traceback
+    is its own and the stored one never grows."""
     first = None
     for n in nodes:
         exc = n.exception()
@@ -98,4 +100,4 @@ def raise_first_error(nodes, run):
             first = exc
     if first is not None:
         root = run.error if run is not None else None
-        raise root if root is not None else first
+        raise core.exception_copy(root if root is not None else first)

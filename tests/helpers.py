@@ -35,3 +35,19 @@ def qsort(xs, cutoff=64):
     hi = qsort([x for x in xs if x > pivot], cutoff)
     mid = [x for x in xs if x == pivot]
     return lo.result() + mid + hi.result()
+
+
+def run_script(code, timeout=60, args=(), env_extra=None):
+    """Runs `code` in a fresh interpreter (this one) with faulthandler on; returns the
+    CompletedProcess. A crash shows as a non-zero return code with the C stack in stderr, a hang
+    as subprocess.TimeoutExpired (the test fails instead of hanging)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)

@@ -8,6 +8,7 @@ import typing
 import pytest
 
 import taskgraph as tg
+from helpers import run_script
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -154,3 +155,75 @@ def test_huge_flat_argument_with_one_node():
         return v[-1], len(v)
 
     assert last(xs).compute() == (7, 1_000_001)
+
+
+# ---------------------------------------------------------------- defects found by review
+
+def test_an_argument_list_changed_by_a_metaclass_during_the_scan_does_not_crash():
+    # Classifying a list item can run Python code (a metaclass __getattr__ for
+    # __dataclass_fields__) that drops the item from the list: the scan must hold its own
+    # reference (it once used the freed item). Run in a subprocess: a crash must not kill pytest.
+    code = """
+        import taskgraph as tg
+        L = []
+        class Meta(type):
+            def __getattr__(cls, name):
+                if name == "__dataclass_fields__" and L:
+                    L.clear()          # drops the only reference to the item being classified
+                    return {}
+                raise AttributeError(name)
+        class Evil(metaclass=Meta):
+            def __init__(self):
+                self.payload = [object() for _ in range(10)]
+        @tg.task
+        def f(x):
+            return x
+        errors = 0
+        for i in range(2000):
+            L.append(Evil())
+            try:
+                n = f(L)
+            except TypeError:      # the metaclass lied: dataclasses.fields() refuses it
+                errors += 1
+            junk = [Evil() for _ in range(5)]
+        print("ok", errors)
+    """
+    r = run_script(code, timeout=120, env_extra={"PYTHONMALLOC": "debug"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("ok")
+
+
+def test_keyboard_interrupt_while_classifying_an_argument_propagates():
+    class Meta(type):
+        def __getattr__(cls, name):
+            if name == "__dataclass_fields__":
+                raise KeyboardInterrupt
+            raise AttributeError(name)
+
+    class Odd(metaclass=Meta):
+        pass
+
+    @tg.task
+    def f(x):
+        return x
+
+    with pytest.raises(KeyboardInterrupt):
+        f(Odd())
+    with pytest.raises(KeyboardInterrupt):
+        f([1, Odd()])
+
+
+def test_an_ordinary_error_while_classifying_an_argument_means_a_plain_value():
+    class Meta(type):
+        def __getattr__(cls, name):
+            raise ValueError("not telling")
+
+    class Odd(metaclass=Meta):
+        pass
+
+    @tg.task
+    def f(x):
+        return type(x).__name__
+
+    with tg.Scheduler(1) as s:
+        assert s.compute(f(Odd())) == "Odd"

@@ -8,6 +8,7 @@ import time
 import pytest
 
 import taskgraph as tg
+from helpers import run_script
 
 pytestmark = pytest.mark.timeout(120)
 SANITIZED = bool(os.environ.get("TASKGRAPH_SANITIZED"))
@@ -297,3 +298,100 @@ def test_retries_in_serial_mode_and_options_are_kept_by_pickling():
 def test_bad_retry_options_are_clear_errors(kw, err, msg):
     with pytest.raises(err, match=msg):
         tg.task(len, name="bad", **kw)
+
+
+# ---------------------------------------------------------------- defects found by review
+
+def test_a_cancelled_compute_does_not_cancel_a_node_another_compute_needs():
+    @tg.task
+    def slow(t):
+        time.sleep(t)
+        return t
+
+    @tg.task
+    def ident(x):
+        return x
+
+    @tg.task
+    def use(x):
+        return x + 1
+
+    with tg.Scheduler(1) as s:
+        blocker = slow(0.4)            # keeps the single worker busy
+        shared = ident(41)             # both computes need it
+        a_started = threading.Event()
+        out = {}
+
+        def a():
+            try:
+                a_started.set()
+                s.compute(blocker, use(shared), timeout=0.1)
+            except TimeoutError:
+                out["a"] = "timeout"
+
+        ta = threading.Thread(target=a)
+        ta.start()
+        assert a_started.wait(30)
+        while shared.state == "new":   # A has claimed `shared`
+            time.sleep(0.001)
+        assert s.compute(use(shared), timeout=60) == 42    # B: no failure of its own
+        ta.join(60)
+    assert out == {"a": "timeout"}
+    assert shared.result() == 41
+
+
+def test_waiting_outside_for_a_node_of_a_compute_that_gets_cancelled_still_gets_it():
+    @tg.task
+    def slow(t):
+        time.sleep(t)
+        return t
+
+    @tg.task
+    def ident(x):
+        return x
+
+    with tg.Scheduler(1) as s:
+        blocker, shared = slow(0.3), ident(5)
+        ta = threading.Thread(target=lambda: pytest.raises(TimeoutError, s.compute, blocker, shared, timeout=0.05))
+        ta.start()
+        while shared.state == "new":
+            time.sleep(0.001)
+        assert shared.result(timeout=60) == 5
+        ta.join(60)
+
+
+def test_cancel_racing_with_the_end_of_a_compute_never_touches_a_freed_run():
+    # node.cancel() reaches the run through the node; the compute may end and drop the run
+    # meanwhile. Run under the debug allocator (freed memory is poisoned) in a subprocess.
+    code = """
+        import threading, time, taskgraph as tg
+        @tg.task
+        def quick():
+            return 1
+        stop = False
+        cur = [None]
+        def canceller():
+            while not stop:
+                n = cur[0]
+                if n is not None:
+                    n.cancel()
+        with tg.Scheduler(1) as s:
+            th = threading.Thread(target=canceller); th.start()
+            t_end = time.monotonic() + 3
+            k = 0
+            while time.monotonic() < t_end:
+                n = quick()
+                cur[0] = n
+                try:
+                    s.compute(n)
+                except tg.CancelledError:
+                    pass
+                cur[0] = None
+                k += 1
+            stop = True
+            th.join()
+        print("ok", k)
+    """
+    r = run_script(code, timeout=120, env_extra={"PYTHONMALLOC": "debug"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("ok")

@@ -8,6 +8,7 @@ import time
 import pytest
 
 import taskgraph as tg
+from helpers import run_script
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -208,3 +209,152 @@ def test_dependencies_read_while_the_node_runs_elsewhere():
     finally:
         stop.set()
         th.join()
+
+
+# ---------------------------------------------------------------- defects found by review
+
+def test_tasks_of_two_schedulers_joining_one_lazy_node_both_finish():
+    # Both see the node NEW; one scheduler claims it, the other's join must still be woken
+    # (it polls: the finisher only wakes its own pool's joiners).
+    @tg.task
+    def slow():
+        time.sleep(0.002)
+        return 1
+
+    gate = threading.Barrier(2)
+    box = {}
+
+    @tg.task
+    def waiter(i):
+        gate.wait(timeout=30)
+        return box["n"].result()
+
+    with tg.Scheduler(1) as s1, tg.Scheduler(1) as s2:
+        for it in range(60):
+            box["n"] = slow()
+            out = {}
+            ths = [threading.Thread(target=lambda k=k, s=s: out.setdefault(k, s.compute(waiter(it), timeout=60)))
+                   for k, s in (("a", s1), ("b", s2))]
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join(60)
+            assert out == {"a": 1, "b": 1}, (it, out, box["n"].state)
+
+
+def test_a_task_joining_a_node_claimed_inline_elsewhere_finishes():
+    # A node another thread runs in serial mode (claimed inline, in no pool): the joining
+    # worker is woken by nobody and must see the finish by itself.
+    started, release = threading.Event(), threading.Event()
+
+    @tg.task
+    def held():
+        started.set()
+        release.wait(30)
+        return 7
+
+    n = held()
+
+    def run_inline():
+        with tg.serial():
+            n.result()
+
+    th = threading.Thread(target=run_inline)
+    th.start()
+    assert started.wait(30)
+
+    @tg.task
+    def joiner():
+        return n.result() + 1
+
+    with tg.Scheduler(1) as s:
+        timer = threading.Timer(0.1, release.set)
+        timer.start()
+        assert s.compute(joiner(), timeout=60) == 8
+    th.join(30)
+
+
+class _Boom(ValueError):
+    pass
+
+
+@tg.task
+def _boom():
+    raise _Boom("x")
+
+
+def _tb_len(e):
+    k, tb = 0, e.__traceback__
+    while tb:
+        k, tb = k + 1, tb.tb_next
+    return k
+
+
+def test_result_raises_a_fresh_copy_whose_traceback_does_not_grow():
+    with tg.Scheduler(1) as s:
+        n = _boom()
+        with pytest.raises(_Boom):
+            s.compute(n)
+        lengths = []
+        for _ in range(50):
+            try:
+                n.result()
+            except _Boom as e:
+                lengths.append(_tb_len(e))
+                assert e is not n.exception()
+                assert e.args == ("x",)
+                assert e.__notes__ == n.exception().__notes__
+                assert any("raised by task" in note for note in e.__notes__)
+        assert len(set(lengths)) == 1          # each raise has its own, equally long, traceback
+        original = n.exception()
+        assert _tb_len(original) == _tb_len(n.exception())  # the stored one never grows
+        assert original.__traceback__ is not None           # and keeps the task's frames
+
+
+def test_many_threads_raising_one_failed_nodes_error_each_get_their_own():
+    with tg.Scheduler(1) as s:
+        n = _boom()
+        with pytest.raises(_Boom):
+            s.compute(n)
+        before = _tb_len(n.exception())
+        go = threading.Barrier(4)
+        errors = []
+
+        def hammer():
+            go.wait()
+            for _ in range(2000):
+                try:
+                    n.result()
+                except _Boom as e:
+                    if e is n.exception():
+                        errors.append("shared object raised")
+                except BaseException as e:  # noqa: BLE001 - anything else is a defect
+                    errors.append(repr(e))
+
+        ths = [threading.Thread(target=hammer) for _ in range(4)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(120)
+        assert errors == []
+        assert _tb_len(n.exception()) == before
+
+
+def test_an_exception_that_cannot_be_rebuilt_from_its_args_is_still_raised():
+    class Picky(Exception):
+        def __init__(self, a, b):
+            super().__init__(f"{a}/{b}")
+            self.a, self.b = a, b
+
+    @tg.task
+    def picky():
+        raise Picky(1, 2)
+
+    with tg.Scheduler(1) as s:
+        n = picky()
+        with pytest.raises(Picky) as info:
+            s.compute(n)
+        assert (info.value.a, info.value.b) == (1, 2)
+        with pytest.raises(Picky) as again:
+            n.result()
+        assert (again.value.a, again.value.b) == (1, 2)

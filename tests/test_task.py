@@ -6,6 +6,7 @@ import threading
 import pytest
 
 import taskgraph as tg
+from helpers import run_script
 
 
 @tg.task
@@ -197,3 +198,69 @@ def test_task_attributes_are_read_only_and_wrapped():
     with pytest.raises(AttributeError):
         module_level.fn = print
 
+
+
+# ---------------------------------------------------------------- defects found by review
+
+def test_a_task_made_without_init_refuses_calls_instead_of_crashing():
+    t = tg.Task.__new__(tg.Task)
+    assert "not initialised" in repr(t)
+    with pytest.raises(TypeError, match="never initialised"):
+        t(1)
+    with pytest.raises(TypeError, match="never initialised"):
+        tg.Task(t)
+    with pytest.raises(TypeError, match="never initialised"):
+        t.retries
+
+
+def test_a_task_cannot_be_initialised_twice():
+    t = tg.Task(lambda x: x + 1, name="inc")
+    with pytest.raises(TypeError, match="already initialised"):
+        t.__init__(lambda x: x - 1, name="dec")
+    assert t.name == "inc"
+    with tg.serial():
+        assert t(1).result() == 2
+
+
+def test_reinitialising_a_task_while_its_call_scans_arguments_keeps_the_call_intact():
+    # A metaclass lookup during the argument scan tries to re-initialise the task being
+    # called: refused (TypeError inside the lookup, which the scan treats as "no such
+    # attribute"), so the node keeps the function it was called with.
+    box = {}
+
+    class Meta(type):
+        def __getattr__(cls, name):
+            if name == "__dataclass_fields__":
+                box["task"].__init__(lambda *a: "new fn", name="other")
+            raise AttributeError(name)
+
+    class Arg(metaclass=Meta):
+        pass
+
+    for i in range(50):
+        box["task"] = tg.Task((lambda v: lambda *a: v)(i), retries=1)
+        n = box["task"](Arg())
+        with tg.serial():
+            assert n.result() == i
+        assert box["task"].name == "lambda"
+
+
+def test_two_threads_initialising_one_blank_task_only_one_wins():
+    t = tg.Task.__new__(tg.Task)
+    go = threading.Barrier(2)
+    errors = []
+
+    def init(fn):
+        go.wait()
+        try:
+            t.__init__(fn)
+        except TypeError as e:
+            errors.append(e)
+
+    ths = [threading.Thread(target=init, args=(f,)) for f in (abs, len)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert len(errors) == 1
+    assert t.fn in (abs, len)

@@ -9,6 +9,7 @@ import traceback
 import pytest
 
 import taskgraph as tg
+from helpers import run_script
 
 pytestmark = pytest.mark.timeout(120)
 from helpers import fib, fib_serial, qsort, scaled
@@ -436,3 +437,215 @@ def test_close_while_a_task_waits_in_a_join_ends_everything():
     t.join(10)
     assert not t.is_alive()
     assert errors and isinstance(errors[0], (tg.CancelledError, tg.SchedulerClosedError))
+
+
+# ---------------------------------------------------------------- defects found by review
+
+def test_a_chain_deeper_than_the_c_stack_raises_recursion_error_with_a_raised_limit():
+    # With sys.setrecursionlimit raised (common for deep recursion) the recursion limit no
+    # longer stops nested joins before the worker's C stack overflows (a segfault on the GIL
+    # build): taskgraph bounds nested joins by the thread's C stack itself. Both builds.
+    code = """
+        import sys, taskgraph as tg
+        sys.setrecursionlimit(100_000)
+        @tg.task
+        def chain(d):
+            return 0 if d == 0 else chain(d - 1).result() + 1
+        with tg.Scheduler(1) as s:
+            try:
+                print("result", s.compute(chain(20_000)))
+            except RecursionError as e:
+                print("RecursionError", e)
+            print("after", s.compute(chain(100)))
+    """
+    r = run_script(code, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "RecursionError" in r.stdout or "result 20000" in r.stdout
+    assert "after 100" in r.stdout
+
+
+def test_a_join_past_max_help_depth_takes_its_node_from_the_injector():
+    # 1 worker, joins nested past max_help_depth (no stealing there), and the awaited node is
+    # queued in the injector by another compute: the joiner must take it (nobody else can).
+    x_box = {}
+
+    @tg.task
+    def ident(v):
+        return v
+
+    @tg.task
+    def rec(d, started):
+        if d == 0:
+            started.set()
+            time.sleep(0.2)            # meanwhile the main thread submits x: the injector
+            return x_box["x"].result()
+        return rec(d - 1, started).result()
+
+    x_box["x"] = ident(42)
+    started = threading.Event()
+    out = {}
+    with tg.Scheduler(1, max_help_depth=5) as s:
+        th = threading.Thread(target=lambda: out.setdefault("rec", s.compute(rec(8, started))))
+        th.start()
+        assert started.wait(30)
+        assert s.compute(x_box["x"], timeout=60) == 42
+        th.join(60)
+        assert not th.is_alive()
+    assert out["rec"] == 42
+
+
+def test_serial_mode_inside_a_task_joins_the_tasks_own_child():
+    @tg.task
+    def child():
+        return 1
+
+    @tg.task
+    def parent():
+        c = child()                 # spawned onto this worker's deque
+        with tg.serial():
+            d = child()             # runs at once, serially
+            return c.result() + d.result() + 1
+
+    with tg.Scheduler(1) as s:
+        assert s.compute(parent(), timeout=60) == 3
+
+
+def test_awaiting_a_node_that_consumes_the_waiter_is_an_error_not_a_hang():
+    box = {}
+
+    @tg.task
+    def parent():
+        return box["consumer"].result()
+
+    @tg.task
+    def consumer(x):
+        return x + 1
+
+    p = parent()
+    box["consumer"] = consumer(p)
+    with tg.Scheduler(2) as s:
+        with pytest.raises(tg.TaskgraphError, match="depends on this very task"):
+            s.compute(p, timeout=60)
+    assert box["consumer"].state == "cancelled"
+
+
+def test_awaiting_a_node_that_consumes_the_waiters_parent_is_an_error():
+    box = {}
+
+    @tg.task
+    def inner():
+        return box["consumer"].result()
+
+    @tg.task
+    def outer():
+        return inner().result()
+
+    @tg.task
+    def consumer(x):
+        return x
+
+    o = outer()
+    box["consumer"] = consumer(o)
+    with tg.Scheduler(1) as s:
+        with pytest.raises(tg.TaskgraphError, match="a task that spawned it"):
+            s.compute(o, timeout=60)
+
+
+def test_catching_the_refused_await_lets_the_task_finish():
+    box = {}
+
+    @tg.task
+    def parent():
+        try:
+            return box["consumer"].result()
+        except tg.TaskgraphError:
+            return "gave up"
+
+    @tg.task
+    def consumer(x):
+        return x
+
+    p = parent()
+    box["consumer"] = consumer(p)
+    with tg.Scheduler(1) as s:
+        assert s.compute(p, timeout=60) == "gave up"
+    assert box["consumer"].state == "cancelled"
+
+
+def test_a_child_that_consumes_its_own_parent_fails_the_parent_instead_of_hanging():
+    from taskgraph._native import core
+
+    @tg.task
+    def consumer(x):
+        return x
+
+    @tg.task
+    def selfish():
+        consumer(core.current_node())   # a child waiting for the task that spawned it
+        return 5
+
+    with tg.Scheduler(1) as s:
+        with pytest.raises(tg.TaskgraphError, match="wait for each other"):
+            s.compute(selfish(), timeout=60)
+
+
+class _Big:
+    live = 0
+    lock = threading.Lock()
+
+    def __init__(self):
+        with _Big.lock:
+            _Big.live += 1
+        self.b = bytearray(10_000)
+
+    def __del__(self):
+        with _Big.lock:
+            _Big.live -= 1
+
+
+def test_spawning_children_with_node_arguments_keeps_few_results_alive():
+    @tg.task
+    def make(i):
+        return _Big()
+
+    @tg.task
+    def touch(x):
+        return len(x.b)
+
+    @tg.task
+    def loop(n):
+        peak = 0
+        for i in range(n):
+            assert touch(make(i)).result() == 10_000    # children with a Node argument
+            peak = max(peak, _Big.live)
+        return peak
+
+    with tg.Scheduler(1) as s:
+        peak = s.compute(loop(500), timeout=120)
+    assert peak <= 4, peak
+
+
+def test_a_finalizer_that_calls_a_task_while_inputs_are_dropped_builds_a_lazy_node():
+    # A __del__ runs when a finished task's inputs are dropped, on the worker, possibly while
+    # it is nested inside another task's join: the call must not be spawned into that task.
+    made = []
+
+    @tg.task
+    def noted(tag):
+        return tag
+
+    class Dropped:
+        def __del__(self):
+            made.append(noted("from __del__"))
+
+    @tg.task
+    def consume(obj):
+        return 1
+
+    @tg.task
+    def parent():
+        return consume(Dropped()).result() + 1
+
+    with tg.Scheduler(1) as s:
+        assert s.compute(parent(), timeout=60) == 2
+    assert made and all(n.parent is None and n.state == "new" for n in made)

@@ -276,6 +276,15 @@ static PyObject *seen(PyObject *mod, PyObject *node) {
     return PyBool_FromLong(atomic_load_explicit(&((NodeObject *)node)->seen, memory_order_relaxed));
 }
 
+static PyObject *exception_copy(PyObject *mod, PyObject *exc) {
+    (void)mod;
+    if (!PyExceptionInstance_Check(exc)) {
+        PyErr_Format(PyExc_TypeError, "exception_copy needs an exception, got %.100s", Py_TYPE(exc)->tp_name);
+        return NULL;
+    }
+    return tg_exception_copy(exc);
+}
+
 static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     return PyLong_FromLongLong(tg_live_runs());
@@ -303,6 +312,9 @@ static PyMethodDef methods[] = {
     {"trace_stop", tg_trace_stop, METH_NOARGS,
      "Detaches the recorders (waiting for any record being written) and returns them."},
     {"_live_runs", live_runs, METH_NOARGS, "Run objects alive (tests only)."},
+    {"exception_copy", exception_copy, METH_O,
+     "exception_copy(exc) -> what a waiter raises for a stored exception: a copy with its own "
+     "traceback (the original's frames, then the waiter's)."},
     {"to_refs", to_refs, METH_VARARGS,
      "to_refs(obj, index_of, who) -> obj with each Node n replaced by Ref(index_of[n])."},
     {"from_refs", from_refs, METH_VARARGS,
