@@ -154,6 +154,42 @@ def test_child_errors_inside_tasks_on_the_cluster(ds):
         tg.compute(T.unobserved_child(), scheduler=ds)
 
 
+def _raised_by_notes(exc):
+    return [n for n in getattr(exc, "__notes__", []) if n.startswith("taskgraph: raised by task")]
+
+
+def test_a_failure_any_depth_down_a_fork_join_tree_is_the_users_exception_as_locally(ds):
+    for depth in (1, 2, 3, 5):
+        with pytest.raises(ValueError, match="deep failure") as on_cluster:
+            tg.compute(T.deep_fails(depth), scheduler=ds)
+        with pytest.raises(ValueError, match="deep failure") as here:
+            tg.compute(T.deep_fails(depth), workers=2)
+        exc = on_cluster.value
+        assert type(exc) is type(here.value) is ValueError, depth
+        assert exc.__cause__ is None and here.value.__cause__ is None
+        tb = "".join(traceback.format_exception(exc))
+        assert "raise ValueError(\"deep failure\")  # the deep line" in tb, depth
+        # one note, naming the task that raised it (not one per level it went through)
+        notes = _raised_by_notes(exc)
+        assert len(notes) == len(_raised_by_notes(here.value)) == 1, notes
+        assert re.match(r"taskgraph: raised by task deep_fails-\S+ on dask worker tcp://", notes[0])
+
+
+def test_cancelled_children_say_why_as_locally(ds):
+    # A child whose dependency (a sibling) failed names that dependency ...
+    local = tg.compute(T.reads_a_child_whose_dependency_failed(), workers=1)
+    assert local == ("cancelled", "task B was cancelled: its dependency A failed", "ValueError",
+                     "first child")
+    assert tg.compute(T.reads_a_child_whose_dependency_failed(), scheduler=ds) == local
+    # ... and a child cancelled because the task that spawned it failed names its parent.
+    want = r"task sleeper-\S+ was cancelled: its parent task fails_after_spawning-\S+ failed"
+    for got in (tg.compute(T.fails_after_spawning("local"), workers=1),
+                tg.compute(T.fails_after_spawning("cluster"), scheduler=ds)):
+        state, msg, cause, cause_msg = got
+        assert state == "cancelled" and re.fullmatch(want, msg), got
+        assert (cause, cause_msg) == ("ValueError", "the parent fails")
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="needs the main thread")
 def test_ctrl_c_cancels_the_cluster_work(ds, tmp_path):
