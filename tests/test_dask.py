@@ -65,6 +65,20 @@ def runs(path):
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def runs_once_settled(path, quiet=1.0, limit=30.0):
+    """How many runs path counts once no new run has started for `quiet` seconds (the cluster
+    has stopped: what was running finished, nothing else starts), whatever the load."""
+    deadline = time.monotonic() + limit
+    last = runs(path)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = runs(path)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"{path.name}: still starting tasks after {limit} s")
+
+
 # ---------------------------------------------------------------------- lazy graphs
 def test_lazy_graph_values_shapes_and_a_shared_node_runs_once(ds, tmp_path):
     mark = tmp_path / "shared"
@@ -139,13 +153,12 @@ def test_failure_keeps_type_traceback_and_note_and_dependents_never_run(ds, tmp_
 def test_fail_fast_cancels_the_rest_of_the_compute(ds, tmp_path):
     mark = tmp_path / "slow"
     nodes = [T.fails("early")] + [T.slow_marked(str(mark), i, 0.2) for i in range(20)]
-    t0 = time.monotonic()
     with pytest.raises(ValueError, match="early"):
         tg.compute(*nodes, scheduler=ds)
-    assert time.monotonic() - t0 < 20 * 0.2 / 2  # did not run everything
-    time.sleep(0.5)
-    assert runs(mark) < 20
+    assert runs_once_settled(mark) < 20  # did not run everything
     assert sum(n.state == "cancelled" for n in nodes[1:]) >= 20 - runs(mark)
+    with pytest.raises(tg.CancelledError, match=rf"{re.escape(nodes[0].key)} failed \(ValueError\)"):
+        next(n for n in nodes if n.state == "cancelled").result()  # as locally: names it
 
 
 def test_child_errors_inside_tasks_on_the_cluster(ds):
@@ -200,27 +213,21 @@ def test_ctrl_c_cancels_the_cluster_work(ds, tmp_path):
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         tg.compute(*nodes, scheduler=ds)
-    assert time.monotonic() - t0 < 0.5 + 2
+    assert time.monotonic() - t0 < 0.5 + 5  # a hang detector (all the work: 6 s)
     timer.join()
     assert all(n.state in ("done", "cancelled") for n in nodes)  # nothing left claimed
     assert any(n.state == "cancelled" for n in nodes)
-    time.sleep(1.0)  # what was running finishes; the cancellation reaches the workers
-    started = runs(mark)
-    time.sleep(1.0)
-    assert runs(mark) == started < 20  # the cluster stopped: nothing else starts
+    assert runs_once_settled(mark) < 20  # the cluster stopped: nothing else starts
     assert tg.compute(T.add(1, 2), scheduler=ds) == 3  # still usable
 
 
 def test_compute_timeout_cancels_and_result_timeout_only_stops_waiting(ds, tmp_path):
     mark = tmp_path / "slow"
     nodes = [T.slow_marked(str(mark), i, 0.5) for i in range(10)]  # 2.5 s on 2 workers
-    t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="did not finish within 0.3 s: what it submitted was cancelled"):
         tg.compute(nodes, scheduler=ds, timeout=0.3)
-    assert time.monotonic() - t0 < 1.5
     assert all(n.state == "cancelled" for n in nodes)
-    time.sleep(1.5)
-    assert runs(mark) < 10  # the cluster stopped the rest
+    assert runs_once_settled(mark) < 10  # the cluster stopped the rest
     n = T.slow_marked(str(tmp_path / "one"), 7, 1.0)
     with ds, pytest.raises(TimeoutError, match="the work goes on"):
         n.result(timeout=0.2)
