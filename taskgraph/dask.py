@@ -100,13 +100,12 @@ def _error_of(fut):
 def _dependency_error(node, exc):
     """The CancelledError of a node that never ran because a task it depends on (directly or
     not) failed with exc: as locally, it names the direct dependency that failed, or was
-    cancelled because of its own dependency (then the cause is that one's CancelledError)."""
+    cancelled because of its own dependency. Its cause is exc (the intermediate nodes stay lazy
+    on a cluster: there is no CancelledError of theirs to chain)."""
     failed = _failed_in(exc)
     for d in node.dependencies:
         if _dask_key(d) == failed:
-            err = CancelledError(f"task {node.key} was cancelled: its dependency {d.key} failed")
-            err.__cause__ = exc
-            return err
+            return _cancel_error(node, f"its dependency {d.key} failed", exc)
     stack, seen = [(d, d) for d in node.dependencies], set()
     while stack:  # which direct dependency leads to the failed one
         via, n = stack.pop()
@@ -114,15 +113,9 @@ def _dependency_error(node, exc):
             continue
         seen.add(n)
         if _dask_key(n) == failed:
-            err = CancelledError(f"task {node.key} was cancelled: its dependency {via.key} "
-                                 f"was cancelled")
-            err.__cause__ = _dependency_error(via, exc)
-            return err
+            return _cancel_error(node, f"its dependency {via.key} was cancelled", exc)
         stack.extend((via, d) for d in n.dependencies)
-    err = CancelledError(f"task {node.key} was cancelled: task {_key_of(failed)}, which it "
-                         f"depends on, failed")
-    err.__cause__ = exc
-    return err
+    return _cancel_error(node, f"task {_key_of(failed)}, which it depends on, failed", exc)
 
 
 def _settle_from(node, fut, failing_parent=None):
@@ -144,9 +137,7 @@ def _settle_from(node, fut, failing_parent=None):
         return
     if failing_parent is not None:
         key, exc = failing_parent
-        err = CancelledError(f"task {node.key} was cancelled: its parent task {key} failed")
-        err.__cause__ = exc
-        core._settle(node, _CANCELLED, err)
+        _cancel_node(node, f"its parent task {key} failed", exc)
         return
     core._settle(node, _CANCELLED, CancelledError(f"task {node.key} was cancelled on the cluster"))
 
@@ -175,10 +166,15 @@ def _settle_batch(client, ended):
     return root
 
 
-def _cancel_node(node, reason, cause=None):
+def _cancel_error(node, reason, cause=None):
+    """The CancelledError of a node that never ran, in the local scheduler's words."""
     err = CancelledError(f"task {node.key} was cancelled: {reason}")
     err.__cause__ = cause
-    core._settle(node, _CANCELLED, err)
+    return err
+
+
+def _cancel_node(node, reason, cause=None):
+    core._settle(node, _CANCELLED, _cancel_error(node, reason, cause))
 
 
 def _payload(node_key, dkey, entry, parent, dep_keys, traced):

@@ -148,6 +148,14 @@ def test_failure_keeps_type_traceback_and_note_and_dependents_never_run(ds, tmp_
     with pytest.raises(tg.CancelledError, match="its dependency fails-"):
         dep.result()
     assert runs(mark) == 0
+    # two levels down: the direct dependency (lazy, never ran) is named, as locally
+    mid = T.add(T.fails("bad 2"), 1)
+    top = T.add(mid, 1)
+    with pytest.raises(ValueError, match="bad 2"):
+        tg.compute(top, scheduler=ds)
+    with pytest.raises(tg.CancelledError, match=rf"its dependency {re.escape(mid.key)} was cancelled$") as ei:
+        top.result()
+    assert isinstance(ei.value.__cause__, ValueError) and str(ei.value.__cause__) == "bad 2"
 
 
 def test_fail_fast_cancels_the_rest_of_the_compute(ds, tmp_path):
