@@ -21,11 +21,12 @@ What happens:
   leaving the worker's thread pool (``distributed.secede``, then ``rejoin``), so recursive code
   runs on workers with one thread each without deadlock. A task finishes after the children it
   spawned (implicit sync), as locally.
-* **Failures** come back as the task's own exception, type and traceback, with a note naming
-  the task and the dask worker; a Node that depended on a failed one raises ``CancelledError``;
-  the rest of the compute is cancelled (fail fast). Ctrl-C in the client cancels what the
-  compute submitted. A function or argument that cannot be pickled fails before anything is
-  submitted, naming the task and the value.
+* **Failures** are the same errors as locally: the task's own exception, type and traceback,
+  with one note naming the task that raised it and the dask worker, at any depth of spawned
+  tasks; a Node that depended on a failed one raises ``CancelledError`` (as does a spawned child
+  cancelled because its parent failed); the rest of the compute is cancelled (fail fast).
+  Ctrl-C in the client cancels what the compute submitted. A function or argument that cannot
+  be pickled fails before anything is submitted, naming the task and the value.
 * **Traces**: inside ``with tg.trace():`` every task run on the cluster is recorded (start, end,
   worker address, parent, dependencies, outcome) and read back from the workers after the
   compute; summaries, pictures, timelines and the CLI work on them as on a local trace.
@@ -71,13 +72,55 @@ def _dask_key(node):
     return f"{node.key}@{_TOKEN}"
 
 
-def _origin(exc):
-    """The key of the task that raised exc (set by the note), or None."""
-    return getattr(exc, "__taskgraph_task__", None)
+# The dask key of the task whose outcome an exception is (set by _run_remote when a task fails
+# with it, again at each task it propagates through). dask gives a task whose dependency
+# failed that dependency's exception: this mark tells the two apart. Not the note's
+# __taskgraph_task__, which names the task that raised it first (maybe a child, levels down).
+_FAILED_IN = "__taskgraph_failed_in__"
 
 
-def _settle_from(node, fut):
-    """Finishes a claimed node from its (finished) future."""
+def _failed_in(exc):
+    return getattr(exc, _FAILED_IN, None)
+
+
+def _key_of(dkey):
+    """The node key in a dask key (what traces and messages call the task)."""
+    return dkey.rpartition("@")[0] if dkey else "?"
+
+
+def _error_of(fut):
+    """The exception of an erred future, with its traceback (the task's frames)."""
+    exc = fut.exception()
+    tb = fut.traceback()
+    if exc.__traceback__ is None and tb is not None:
+        exc = exc.with_traceback(tb)
+    return exc
+
+
+def _dependency_error(node, exc):
+    """The CancelledError of a node that never ran because a task it depends on (directly or
+    not) failed with exc: as locally, it names the direct dependency that failed, or was
+    cancelled because of its own dependency. Its cause is exc (the intermediate nodes stay lazy
+    on a cluster: there is no CancelledError of theirs to chain)."""
+    failed = _failed_in(exc)
+    for d in node.dependencies:
+        if _dask_key(d) == failed:
+            return _cancel_error(node, f"its dependency {d.key} failed", exc)
+    stack, seen = [(d, d) for d in node.dependencies], set()
+    while stack:  # which direct dependency leads to the failed one
+        via, n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if _dask_key(n) == failed:
+            return _cancel_error(node, f"its dependency {via.key} was cancelled", exc)
+        stack.extend((via, d) for d in n.dependencies)
+    return _cancel_error(node, f"task {_key_of(failed)}, which it depends on, failed", exc)
+
+
+def _settle_from(node, fut, failing_parent=None):
+    """Finishes a claimed node from its (finished) future. failing_parent: (key, exception) of
+    the task that spawned it, if that task failed and cancelled its future."""
     if fut.status == "finished":
         try:
             core._settle(node, _DONE, fut.result())
@@ -86,14 +129,15 @@ def _settle_from(node, fut):
             core._settle(node, _FAILED, e)
             return
     if fut.status == "error":
-        exc = fut.exception()
-        if _origin(exc) == node.key:
-            core._settle(node, _FAILED, exc)
-        else:
-            err = CancelledError(f"task {node.key} was cancelled: its dependency "
-                                 f"{_origin(exc) or '?'} failed")
-            err.__cause__ = exc
-            core._settle(node, _CANCELLED, err)
+        exc = _error_of(fut)
+        if _failed_in(exc) in (_dask_key(node), None):  # it failed (None: on the cluster,
+            core._settle(node, _FAILED, exc)             # e.g. distributed's KilledWorker)
+        else:  # dask's erred state of a task whose dependency failed: it never ran
+            core._settle(node, _CANCELLED, _dependency_error(node, exc))
+        return
+    if failing_parent is not None:
+        key, exc = failing_parent
+        _cancel_node(node, f"its parent task {key} failed", exc)
         return
     core._settle(node, _CANCELLED, CancelledError(f"task {node.key} was cancelled on the cluster"))
 
@@ -118,14 +162,19 @@ def _settle_batch(client, ended):
         if f.status != "finished":
             _settle_from(n, f)
             if f.status == "error" and root is None:
-                root = f.exception()
+                root = _error_of(f)
     return root
 
 
-def _cancel_node(node, reason, cause=None):
+def _cancel_error(node, reason, cause=None):
+    """The CancelledError of a node that never ran, in the local scheduler's words."""
     err = CancelledError(f"task {node.key} was cancelled: {reason}")
     err.__cause__ = cause
-    core._settle(node, _CANCELLED, err)
+    return err
+
+
+def _cancel_node(node, reason, cause=None):
+    core._settle(node, _CANCELLED, _cancel_error(node, reason, cause))
 
 
 def _payload(node_key, dkey, entry, parent, dep_keys, traced):
@@ -284,8 +333,8 @@ class DaskScheduler:
             root = _settle_batch(self.client, [(f, pending.pop(f)) for f in batch]) or root
             if root is not None and pending:  # fail fast
                 self.client.cancel(list(pending))
-                for node in pending.values():
-                    _cancel_node(node, f"task {_origin(root) or '?'} failed "
+                for node in pending.values():  # as locally: names the top-level task
+                    _cancel_node(node, f"task {_key_of(_failed_in(root))} failed "
                                  f"({type(root).__name__})", root)
                 pending.clear()
         return root
@@ -333,6 +382,19 @@ def _drain_records():
     return out
 
 
+# distributed.wait raises this once every future is done if some were cancelled (recent
+# versions): their nodes are then settled from the futures' status like the others.
+_FuturesCancelled = getattr(distributed.client, "FuturesCancelledError", ())
+
+
+def _wait_futures(futures, timeout=None):
+    """Waits until every future is done (finished, erred or cancelled)."""
+    try:
+        distributed.wait(futures, timeout=timeout)
+    except _FuturesCancelled:
+        pass
+
+
 def _worker_address():
     try:
         return distributed.get_worker().address
@@ -340,9 +402,17 @@ def _worker_address():
         return "?"
 
 
+def _mark_failed(exc, dkey):
+    """Marks exc as the outcome of the task dkey (see _FAILED_IN)."""
+    try:
+        setattr(exc, _FAILED_IN, dkey)
+    except (AttributeError, TypeError):  # pragma: no cover - exotic exception objects
+        pass
+
+
 def _note(exc, key):
     try:
-        if _origin(exc) is None:
+        if getattr(exc, "__taskgraph_task__", None) is None:
             exc.__taskgraph_task__ = key
             exc.add_note(f"taskgraph: raised by task {key} on dask worker {_worker_address()}")
     except (AttributeError, TypeError):  # pragma: no cover - exotic exception objects
@@ -405,7 +475,7 @@ class _TaskContext:
                 core.set_backend(prev)
             return
         try:
-            self._seceded(lambda: distributed.wait([fut], timeout=timeout))
+            self._seceded(lambda: _wait_futures([fut], timeout))
         except distributed.TimeoutError:
             raise TimeoutError(f"node {node.key} not done after {timeout} s") from None
         if not node.done():
@@ -413,15 +483,17 @@ class _TaskContext:
 
     def sync(self, failing):
         """The implicit join at the end of the task: its children are waited for (cancelled
-        if it failed); a child failure nobody looked at fails the task."""
+        if it failed: those that never ran say so, naming it); a child failure nobody looked
+        at fails the task."""
         pending = [(n, f) for n, f in self.children.items() if not n.done()]
         if failing is not None and pending:
             distributed.get_client().cancel([f for _, f in pending])
         if pending:
-            self._seceded(lambda: distributed.wait([f for _, f in pending]))
+            self._seceded(lambda: _wait_futures([f for _, f in pending]))
+            why = None if failing is None else (self.key, failing)
             for n, f in pending:
                 if not n.done():
-                    _settle_from(n, f)
+                    _settle_from(n, f, why)
         unobserved = [n for n in self.children if n.state in ("failed", "cancelled")
                       and not core._seen(n)]
         self.children.clear()
@@ -491,6 +563,7 @@ def _run_remote(payload, *deps):
                 except BaseException as e:
                     if not _retried(task, e, attempt):
                         _note(e, key)
+                        _mark_failed(e, p["dkey"])
                         if attempt:
                             try:
                                 e.add_note(f"taskgraph: task {key} failed {attempt + 1} times "

@@ -36,6 +36,15 @@ class GraphvizError(RuntimeError):
         self.dot_path = dot_path
 
 
+def _text(s) -> str:
+    """Text for a Graphviz label or tooltip, taken literally: backslashes (Graphviz escapes
+    such as \\N or \\l) and a <...> form (an HTML label) lose their special meaning. Quoting
+    is left to the graphviz package, which quotes every attribute value and node name that needs
+    it. Names are never user text: nodes are t<i>, g<i>, n<i> and legend_*, because an edge
+    endpoint "a:b" means node a, port b (a worker address tcp://host:port would break)."""
+    return graphviz.escape(str(s))
+
+
 def _fmt_ns(ns):
     if ns >= 1e9:
         return f"{ns / 1e9:.2f} s"
@@ -97,9 +106,9 @@ def _legend(g, colors, grouped):
     with g.subgraph(name="cluster_legend") as lg:
         lg.attr(label="legend", fontsize="10", style="rounded", color="#999999")
         prev = None
-        for lane, col in colors.items():
-            name = f"legend_{lane}"
-            lg.node(name, f"worker {lane}", shape="box", style="filled,rounded", fillcolor=col,
+        for i, (lane, col) in enumerate(colors.items()):
+            name = f"legend_w{i}"  # not the lane itself: a cluster address has colons
+            lg.node(name, _text(f"worker {lane}"), shape="box", style="filled,rounded", fillcolor=col,
                     fontsize="9")
             if prev:
                 lg.edge(prev, name, style="invis")
@@ -152,10 +161,11 @@ def draw_trace(tr, path, *, threshold: int = DEFAULT_THRESHOLD, detail: str | No
     crit = set(tr.critical_path())
     colors = _lane_colors(recs)
     grouped = detail == "grouped" or (detail is None and len(recs) > threshold)
+    label = title or (f"{len(recs)} tasks, work {_fmt_ns(tr.work)}, span {_fmt_ns(tr.span)}, "
+                      f"parallelism {tr.parallelism:.1f}")
     g = graphviz.Digraph("taskgraph", graph_attr={
         "rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "labelloc": "t",
-        "label": title or f"{len(recs)} tasks, work {_fmt_ns(tr.work)}, span {_fmt_ns(tr.span)}, "
-                          f"parallelism {tr.parallelism:.1f}"},
+        "label": _text(label)},
         node_attr={"fontname": "Helvetica", "fontsize": "10"}, edge_attr={"arrowsize": "0.6"})
     _legend(g, colors, grouped)
     if grouped:
@@ -187,8 +197,8 @@ def _draw_all(g, recs, crit, colors):
         label = f"{r.name}\n{_fmt_ns(r.own)}" if r.state != "cancelled" else f"{r.name}\ncancelled"
         if r.state in ("failed", "retried"):
             label = f"{r.name}\n{'attempt ' + str(r.attempt) + ' ' if r.state == 'retried' else ''}failed: {r.error_type}"
-        g.node(ids[r.key], label, tooltip=f"{r.key} on {r.lane}"
-               f"{' (stolen)' if r.stolen else ''}, {_fmt_ns(r.duration)} wall",
+        g.node(ids[r.key], _text(label), tooltip=_text(f"{r.key} on {r.lane}"
+               f"{' (stolen)' if r.stolen else ''}, {_fmt_ns(r.duration)} wall"),
                **_node_attrs(r.state, r.stolen, r.key in crit, colors[r.lane]))
     for r in recs:
         both = r.key in crit
@@ -234,7 +244,7 @@ def _draw_grouped(g, recs, crit, colors):
         state = "failed" if gr["failed"] else ("cancelled" if gr["cancelled"] == gr["n"] else "done")
         a = _node_attrs(state, gr["stolen"] > 0, gr["crit"], colors[main_lane])
         a["shape"] = "box3d" if state == "done" else a["shape"]
-        g.node(gid[k], "\n".join(lines), **a)
+        g.node(gid[k], _text("\n".join(lines)), **a)
     spawn, data = {}, {}
     for r in recs:
         me = (r.name, depth[r.key])
@@ -290,7 +300,7 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
         for n in order:
             state = n.state
             extra = {} if state == "new" else {"style": "rounded,filled", "fillcolor": "#e0e0e0"}
-            g.node(ids[id(n)], f"{n.name}\n{n.key}" + ("" if state == "new" else f"\n{state}"),
+            g.node(ids[id(n)], _text(f"{n.name}\n{n.key}" + ("" if state == "new" else f"\n{state}")),
                    **extra)
         for n in order:
             for d in n.dependencies:
@@ -303,7 +313,7 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
                 edges[(d.name, n.name)] = edges.get((d.name, n.name), 0) + 1
         gid = {name: f"g{i}" for i, name in enumerate(counts)}
         for name, c in counts.items():
-            g.node(gid[name], f"{name}  x{c}", shape="box3d")
+            g.node(gid[name], _text(f"{name}  x{c}"), shape="box3d")
         for (a, b), c in edges.items():
             g.edge(gid[a], gid[b], label=str(c), fontsize="9")
     return _render(g, path)

@@ -83,3 +83,49 @@ def flaky(path, failures):
     if calls <= failures:
         raise ValueError(f"flake {calls}")
     return calls
+
+
+@tg.task
+def deep_fails(depth):
+    """Fails `depth` levels of fork-join below the task called: each level spawns the next
+    and reads its result."""
+    if depth == 0:
+        raise ValueError("deep failure")  # the deep line the traceback must show
+    a, b = deep_fails(depth - 1), add(depth, 0)
+    return a.result() + b.result()
+
+
+@tg.task
+def reads_a_child_whose_dependency_failed():
+    """Spawns a failing child and a second child that depends on it, then reads the second:
+    (its state, its error with the keys replaced by A and B, its cause's type and text)."""
+    a = fails("first child")
+    b = add(a, 1)
+    try:
+        b.result()
+    except tg.CancelledError as e:
+        a.exception()  # looked at: its failure does not fail this task at the implicit sync
+        return (b.state, str(e).replace(b.key, "B").replace(a.key, "A"),
+                type(e.__cause__).__name__, str(e.__cause__))
+    return "no error"
+
+
+_KEPT = {}  # per worker process: what a task's failed attempt left for its next attempt
+
+
+@tg.task
+def sleeper(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+@tg.task(retries=1)
+def fails_after_spawning(token):
+    """Attempt 1 spawns a slow child and fails at once (the child is cancelled because of
+    it); attempt 2 (same process, same thread) returns what that child's node says."""
+    kid = _KEPT.pop(token, None)
+    if kid is None:
+        _KEPT[token] = sleeper(0.5)
+        raise ValueError("the parent fails")
+    exc = kid.exception()
+    return kid.state, str(exc), type(exc.__cause__).__name__, str(exc.__cause__)

@@ -79,11 +79,9 @@ def test_fail_fast_cancels_tasks_not_started(sched):
         raise Boom("early")
 
     nodes = [early_fail()] + [slow(i) for i in range(300)]
-    t0 = time.monotonic()
     with pytest.raises(Boom, match="early"):
         sched.compute(*nodes)
-    assert time.monotonic() - t0 < 300 * 0.01  # did not run everything
-    assert len(started) < 300
+    assert len(started) < 300  # did not run everything (counted, not timed)
     cancelled = [n for n in nodes[1:] if n.state == "cancelled"]
     assert len(cancelled) == 300 - len(started)
     with pytest.raises(tg.CancelledError, match="early_fail"):
@@ -132,9 +130,13 @@ def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
         elapsed = time.monotonic() - t0
         timer.join()
         assert elapsed < 0.3 + 3.0  # a liveness bound (no hang); the latency is a benchmark
-        time.sleep(0.2)  # let the two running tasks finish
-        assert len(started) < 50
-        assert sum(n.state == "cancelled" for n in nodes) >= 350
+        for n in nodes:  # the two running tasks finish; nothing else starts
+            if not n.done():
+                n.exception(timeout=10)
+        # Counted, not timed: every node that did not start was cancelled, and none started
+        # after the compute returned (each worker starts at most one task per 50 ms).
+        assert sum(n.state == "cancelled" for n in nodes) == 400 - len(started) > 0
+        assert len(started) <= 2 * (elapsed / 0.05 + 1)
         with pytest.raises(tg.CancelledError, match="KeyboardInterrupt"):
             next(n for n in nodes if n.state == "cancelled").result()
         assert s.compute(slow(-1)) == -1  # still usable

@@ -65,6 +65,20 @@ def runs(path):
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def runs_once_settled(path, quiet=1.0, limit=30.0):
+    """How many runs path counts once no new run has started for `quiet` seconds (the cluster
+    has stopped: what was running finished, nothing else starts), whatever the load."""
+    deadline = time.monotonic() + limit
+    last = runs(path)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = runs(path)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"{path.name}: still starting tasks after {limit} s")
+
+
 # ---------------------------------------------------------------------- lazy graphs
 def test_lazy_graph_values_shapes_and_a_shared_node_runs_once(ds, tmp_path):
     mark = tmp_path / "shared"
@@ -134,24 +148,67 @@ def test_failure_keeps_type_traceback_and_note_and_dependents_never_run(ds, tmp_
     with pytest.raises(tg.CancelledError, match="its dependency fails-"):
         dep.result()
     assert runs(mark) == 0
+    # two levels down: the direct dependency (lazy, never ran) is named, as locally
+    mid = T.add(T.fails("bad 2"), 1)
+    top = T.add(mid, 1)
+    with pytest.raises(ValueError, match="bad 2"):
+        tg.compute(top, scheduler=ds)
+    with pytest.raises(tg.CancelledError, match=rf"its dependency {re.escape(mid.key)} was cancelled$") as ei:
+        top.result()
+    assert isinstance(ei.value.__cause__, ValueError) and str(ei.value.__cause__) == "bad 2"
 
 
 def test_fail_fast_cancels_the_rest_of_the_compute(ds, tmp_path):
     mark = tmp_path / "slow"
     nodes = [T.fails("early")] + [T.slow_marked(str(mark), i, 0.2) for i in range(20)]
-    t0 = time.monotonic()
     with pytest.raises(ValueError, match="early"):
         tg.compute(*nodes, scheduler=ds)
-    assert time.monotonic() - t0 < 20 * 0.2 / 2  # did not run everything
-    time.sleep(0.5)
-    assert runs(mark) < 20
+    assert runs_once_settled(mark) < 20  # did not run everything
     assert sum(n.state == "cancelled" for n in nodes[1:]) >= 20 - runs(mark)
+    with pytest.raises(tg.CancelledError, match=rf"{re.escape(nodes[0].key)} failed \(ValueError\)"):
+        next(n for n in nodes if n.state == "cancelled").result()  # as locally: names it
 
 
 def test_child_errors_inside_tasks_on_the_cluster(ds):
     assert tg.compute(T.child_fails(), scheduler=ds) == [0, 1, "child 2", 3]
     with pytest.raises(ValueError, match="nobody waited"):
         tg.compute(T.unobserved_child(), scheduler=ds)
+
+
+def _raised_by_notes(exc):
+    return [n for n in getattr(exc, "__notes__", []) if n.startswith("taskgraph: raised by task")]
+
+
+def test_a_failure_any_depth_down_a_fork_join_tree_is_the_users_exception_as_locally(ds):
+    for depth in (1, 2, 3, 5):
+        with pytest.raises(ValueError, match="deep failure") as on_cluster:
+            tg.compute(T.deep_fails(depth), scheduler=ds)
+        with pytest.raises(ValueError, match="deep failure") as here:
+            tg.compute(T.deep_fails(depth), workers=2)
+        exc = on_cluster.value
+        assert type(exc) is type(here.value) is ValueError, depth
+        assert exc.__cause__ is None and here.value.__cause__ is None
+        tb = "".join(traceback.format_exception(exc))
+        assert "raise ValueError(\"deep failure\")  # the deep line" in tb, depth
+        # one note, naming the task that raised it (not one per level it went through)
+        notes = _raised_by_notes(exc)
+        assert len(notes) == len(_raised_by_notes(here.value)) == 1, notes
+        assert re.match(r"taskgraph: raised by task deep_fails-\S+ on dask worker tcp://", notes[0])
+
+
+def test_cancelled_children_say_why_as_locally(ds):
+    # A child whose dependency (a sibling) failed names that dependency ...
+    local = tg.compute(T.reads_a_child_whose_dependency_failed(), workers=1)
+    assert local == ("cancelled", "task B was cancelled: its dependency A failed", "ValueError",
+                     "first child")
+    assert tg.compute(T.reads_a_child_whose_dependency_failed(), scheduler=ds) == local
+    # ... and a child cancelled because the task that spawned it failed names its parent.
+    want = r"task sleeper-\S+ was cancelled: its parent task fails_after_spawning-\S+ failed"
+    for got in (tg.compute(T.fails_after_spawning("local"), workers=1),
+                tg.compute(T.fails_after_spawning("cluster"), scheduler=ds)):
+        state, msg, cause, cause_msg = got
+        assert state == "cancelled" and re.fullmatch(want, msg), got
+        assert (cause, cause_msg) == ("ValueError", "the parent fails")
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
@@ -164,27 +221,21 @@ def test_ctrl_c_cancels_the_cluster_work(ds, tmp_path):
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         tg.compute(*nodes, scheduler=ds)
-    assert time.monotonic() - t0 < 0.5 + 2
+    assert time.monotonic() - t0 < 0.5 + 5  # a hang detector (all the work: 6 s)
     timer.join()
     assert all(n.state in ("done", "cancelled") for n in nodes)  # nothing left claimed
     assert any(n.state == "cancelled" for n in nodes)
-    time.sleep(1.0)  # what was running finishes; the cancellation reaches the workers
-    started = runs(mark)
-    time.sleep(1.0)
-    assert runs(mark) == started < 20  # the cluster stopped: nothing else starts
+    assert runs_once_settled(mark) < 20  # the cluster stopped: nothing else starts
     assert tg.compute(T.add(1, 2), scheduler=ds) == 3  # still usable
 
 
 def test_compute_timeout_cancels_and_result_timeout_only_stops_waiting(ds, tmp_path):
     mark = tmp_path / "slow"
     nodes = [T.slow_marked(str(mark), i, 0.5) for i in range(10)]  # 2.5 s on 2 workers
-    t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="did not finish within 0.3 s: what it submitted was cancelled"):
         tg.compute(nodes, scheduler=ds, timeout=0.3)
-    assert time.monotonic() - t0 < 1.5
     assert all(n.state == "cancelled" for n in nodes)
-    time.sleep(1.5)
-    assert runs(mark) < 10  # the cluster stopped the rest
+    assert runs_once_settled(mark) < 10  # the cluster stopped the rest
     n = T.slow_marked(str(tmp_path / "one"), 7, 1.0)
     with ds, pytest.raises(TimeoutError, match="the work goes on"):
         n.result(timeout=0.2)

@@ -147,7 +147,7 @@ def test_result_timeout_outside_a_worker_then_waits_again():
         t0 = time.monotonic()
         with pytest.raises(TimeoutError, match=re.escape(n.key)):
             n.result(timeout=0.1)
-        assert 0.09 <= time.monotonic() - t0 < 2
+        assert 0.09 <= time.monotonic() - t0 < 5  # never early; the upper bound only detects a hang
         gate.set()
         assert n.result(timeout=10) == "late"
         t.join()

@@ -2,6 +2,7 @@
 path, and the lazy plan."""
 import re
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -110,3 +111,69 @@ def test_lazy_plan_before_it_runs(tmp_path):
     assert len(re.findall(r"->", src)) == 2  # x -> y (x used twice: one dependency), y -> z
     assert x.state == "new"  # nothing ran
     assert z.key in src
+
+
+def _cluster_trace():
+    """A trace as read back from a dask cluster: lanes are worker addresses (host:port), and a
+    task name with characters Graphviz would otherwise interpret."""
+    lanes = ["tcp://127.0.0.1:41091", "tcp://127.0.0.1:41093", "tls://[::1]:8786"]
+    names = ["fib", "odd\\name", "<b>html?</b>"]
+    recs = []
+    for i in range(9):
+        recs.append(tg.TaskRecord(
+            key=f"{names[i % 3]}-0.{i}", name=names[i % 3], worker=i % 3, scheduler=0,
+            start=i * 1000, end=i * 1000 + 900, own=500,
+            parent=None if i == 0 else f"{names[0]}-0.0" if i < 3 else f"{names[(i - 3) % 3]}-0.{i - 3}",
+            deps=[f"{names[1]}-0.1"] if i == 8 else [],
+            state="failed" if i == 5 else "cancelled" if i == 7 else "done",
+            error_type="ValueError" if i == 5 else "CancelledError" if i == 7 else None,
+            where=lanes[i % 3]))
+    return tg.Trace(recs)
+
+
+def _dot_plain(src, tmp_path):
+    """Runs Graphviz on DOT source: (the node names it drew, its stderr)."""
+    p = tmp_path / "in.dot"
+    p.write_text(src)
+    r = subprocess.run(["dot", "-Tplain", str(p)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [line.split()[1] for line in r.stdout.splitlines() if line.startswith("node ")], r.stderr
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+@pytest.mark.parametrize("detail", ["all", "grouped"])
+def test_worker_addresses_as_lanes_draw_cleanly(tmp_path, detail):
+    tr = _cluster_trace()
+    p = tmp_path / "g.dot"
+    tr.visualize(p, detail=detail)
+    src = p.read_text()
+    drawn, stderr = _dot_plain(src, tmp_path)
+    assert stderr == ""  # no "port ... unrecognized" warnings
+    declared = [n for n in re.findall(r"^\s*(\w+) \[", src, re.M)  # every node declared
+                if n not in ("graph", "node", "edge")]
+    assert sorted(drawn) == sorted(declared)  # and nothing else: no stray node
+    lanes = {r.lane for r in tr.records}
+    legend = [n for n in drawn if n.startswith("legend_")]
+    assert len(legend) == len(lanes) + 5 + 4 + (detail == "grouped")  # workers, marks, edges
+    kind = "t" if detail == "all" else "g"
+    # grouped: no two records share a (function, spawn depth) here, so one group each
+    assert len(drawn) - len(legend) == len(tr.records)
+    assert all(n.startswith(kind) for n in drawn if not n.startswith("legend_"))
+    assert not [n for n in drawn if "tcp" in n or "//" in n]  # no stray node from an address
+    assert all(f"worker {lane}" in src for lane in lanes)  # the addresses are still shown
+    svg = tmp_path / "g.svg"
+    tr.visualize(svg, detail=detail)
+    text = "".join(ET.parse(svg).getroot().itertext())
+    assert all(f"worker {lane}" in text for lane in lanes)
+    if detail == "all":
+        assert "odd\\name" in text and "<b>html?</b>" in text  # names drawn as written
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+def test_lazy_plan_with_unusual_task_names_draws_cleanly(tmp_path):
+    odd = tg.task(lambda x: x, name="a:b\\c")
+    z = odd(odd(1))
+    p = tmp_path / "plan.dot"
+    tg.visualize(z, p)
+    drawn, stderr = _dot_plain(p.read_text(), tmp_path)
+    assert stderr == "" and sorted(drawn) == ["n0", "n1"]
