@@ -411,12 +411,8 @@ def _mark_failed(exc, dkey):
 
 
 def _note(exc, key):
-    try:
-        if getattr(exc, "__taskgraph_task__", None) is None:
-            exc.__taskgraph_task__ = key
-            exc.add_note(f"taskgraph: raised by task {key} on dask worker {_worker_address()}")
-    except (AttributeError, TypeError):  # pragma: no cover - exotic exception objects
-        pass
+    """The note naming where a task's exception was raised (the rule of csrc/py/worker.c)."""
+    core._note_origin(exc, key, f"on dask worker {_worker_address()}")
 
 
 class _TaskContext:
@@ -519,19 +515,15 @@ def _call_once(p, ctx, deps):
         first = unobserved[0].exception()
         for n in unobserved[1:]:
             if n.state == "failed":
-                try:
-                    first.add_note(f"taskgraph: task {key} also had child task {n.key} fail, "
-                                   f"unobserved: {type(n.exception()).__name__}: {n.exception()}")
-                except (AttributeError, TypeError):  # pragma: no cover
-                    pass
+                core._note_sibling(first, key, n.key, n.exception())
         raise first
     return value
 
 
 def _retried(task, exc, attempt):
-    """Whether failed attempt `attempt` (0-based) is run again (the rules of csrc/py/worker.c)."""
-    return (attempt < task.retries and isinstance(exc, task.retry_on)
-            and not isinstance(exc, (CancelledError, SchedulerClosedError)))
+    """Whether failed attempt `attempt` (0-based) is run again: the rule of csrc/py/worker.c,
+    and nobody asked the task to stop (tg.cancelled() on this worker thread)."""
+    return core._retry_wanted(task, exc, attempt) and not core.cancelled()
 
 
 def _record(p, state, err, start, t0, join_ns, attempt, key=None):
@@ -565,11 +557,7 @@ def _run_remote(payload, *deps):
                         _note(e, key)
                         _mark_failed(e, p["dkey"])
                         if attempt:
-                            try:
-                                e.add_note(f"taskgraph: task {key} failed {attempt + 1} times "
-                                           f"(retries={task.retries})")
-                            except (AttributeError, TypeError):  # pragma: no cover
-                                pass
+                            core._note_attempts(e, key, attempt + 1, task.retries)
                         if traced:
                             _record(p, "failed", e, start, t0, ctx.join_ns, attempt + 1)
                         raise

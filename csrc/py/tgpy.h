@@ -279,6 +279,13 @@ void tg_finish_external(NodeObject *n, int final, PyObject *value);
  * everything that refusal cascades to. The caller gives up its core reference to each. */
 void tg_cancel_refused(tg_task *refused);
 
+/* The rules of a failed call, shared by every backend (worker.c; the dask backend reaches
+ * them as core._note_origin, _note_attempts, _note_sibling, _retry_wanted). None raises. */
+void tg_note_origin(PyObject *exc, PyObject *key, PyObject *where);
+void tg_note_attempts(PyObject *exc, PyObject *key, int attempts, PyObject *retries);
+void tg_note_sibling(PyObject *exc, PyObject *pkey, PyObject *kkey, PyObject *kexc);
+int tg_retry_wanted(PyObject *retry, PyObject *exc, int attempt);
+
 /* ---------------------------------------------------------------- submit (submit.c) */
 /* Claims, wires and releases the lazy graph under nodes[0..n) as part of run. From worker W
  * (not NULL: ready nodes go onto its deque, and each claimed node becomes a child of

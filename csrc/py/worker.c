@@ -160,48 +160,87 @@ void tg_cancel_refused(tg_task *refused) {
 
 /* ---------------------------------------------------------------- failures */
 
-/* Adds one note naming the task (and worker) where the exception was raised, unless it has
- * one already (it is not noted again at each parent it propagates through). */
-static void note_origin(PyObject *exc, NodeObject *n, Worker *W) {
-    PyObject *mark = NULL, *key = NULL, *note = NULL, *r = NULL;
+/* ---- The rules of a failed call, in one place. The dask backend runs tasks in Python on
+ * other processes; it calls these through the module (core._note_origin, _note_attempts,
+ * _note_sibling, _retry_wanted) instead of restating them. Notes are a courtesy: an exception
+ * object that refuses attributes keeps its own error, and none of these raises. */
+
+/* Adds one note naming the task `key` and where it ran (`where`, e.g. "on worker 0 of <...>")
+ * to exc, unless exc has one already (it is not noted again at each parent it propagates
+ * through). */
+void tg_note_origin(PyObject *exc, PyObject *key, PyObject *where) {
+    PyObject *mark = NULL, *note = NULL, *r = NULL;
     if (PyObject_GetOptionalAttr(exc, TG.str_taskgraph_task, &mark) < 0) goto done;
     if (mark && mark != Py_None) goto done;
-    key = tg_node_key(n);
-    if (!key || PyObject_SetAttr(exc, TG.str_taskgraph_task, key) < 0) goto done;
-    if (W) {
-        note = PyUnicode_FromFormat("taskgraph: raised by task %U on worker %d of %U", key,
-                                    W->index, W->engine->label);
-    } else {
-        PyObject *threading = PyImport_ImportModule("threading");
-        PyObject *th = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
-        PyObject *name = th ? PyObject_GetAttrString(th, "name") : NULL;
-        if (name) note = PyUnicode_FromFormat("taskgraph: raised by task %U (serial mode, thread %S)", key, name);
-        Py_XDECREF(name);
-        Py_XDECREF(th);
-        Py_XDECREF(threading);
-    }
+    if (PyObject_SetAttr(exc, TG.str_taskgraph_task, key) < 0) goto done;
+    note = PyUnicode_FromFormat("taskgraph: raised by task %U %U", key, where);
     if (note) r = PyObject_CallMethodOneArg(exc, TG.str_add_note, note);
 done:
-    /* A note is a courtesy: an exception object that refuses attributes keeps its own error. */
     PyErr_Clear();
     Py_XDECREF(mark);
-    Py_XDECREF(key);
     Py_XDECREF(note);
     Py_XDECREF(r);
 }
 
-/* Adds a note to exc about another child of parent whose failure nobody observed. */
+/* Adds a note saying the task failed `attempts` times with `retries` retries. */
+void tg_note_attempts(PyObject *exc, PyObject *key, int attempts, PyObject *retries) {
+    PyObject *note = PyUnicode_FromFormat("taskgraph: task %U failed %d times (retries=%S)", key,
+                                          attempts, retries);
+    PyObject *r = note ? PyObject_CallMethodOneArg(exc, TG.str_add_note, note) : NULL;
+    PyErr_Clear();
+    Py_XDECREF(note);
+    Py_XDECREF(r);
+}
+
+/* Adds to exc a note about another child (kkey, failed with kexc) of the task pkey whose
+ * failure nobody observed. */
+void tg_note_sibling(PyObject *exc, PyObject *pkey, PyObject *kkey, PyObject *kexc) {
+    if (kexc == exc) return;
+    PyObject *note = PyUnicode_FromFormat("taskgraph: task %U also had child task %U fail, "
+                                          "unobserved: %s: %S", pkey, kkey, Py_TYPE(kexc)->tp_name, kexc);
+    PyObject *r = note ? PyObject_CallMethodOneArg(exc, TG.str_add_note, note) : NULL;
+    PyErr_Clear();
+    Py_XDECREF(note);
+    Py_XDECREF(r);
+}
+
+/* Whether failed attempt `attempt` (0 for the first) with exception exc is run again, for a
+ * task with these retry options ((retries, retry_on) or NULL): retries left, and exc is one of
+ * the retry_on classes (a cancellation or a closed scheduler never is: running again cannot
+ * help). The caller also checks that nobody asked the task to stop. */
+int tg_retry_wanted(PyObject *retry, PyObject *exc, int attempt) {
+    if (!retry || attempt >= PyLong_AsLong(PyTuple_GET_ITEM(retry, 0))) return 0;
+    return PyErr_GivenExceptionMatches(exc, PyTuple_GET_ITEM(retry, 1)) &&
+           !PyErr_GivenExceptionMatches(exc, TG.CancelledError) &&
+           !PyErr_GivenExceptionMatches(exc, TG.SchedulerClosedError);
+}
+
+/* note_origin for a node run by W (or inline, W NULL). */
+static void note_origin(PyObject *exc, NodeObject *n, Worker *W) {
+    PyObject *key = tg_node_key(n), *where = NULL;
+    if (key && W) {
+        where = PyUnicode_FromFormat("on worker %d of %U", W->index, W->engine->label);
+    } else if (key) {
+        PyObject *threading = PyImport_ImportModule("threading");
+        PyObject *th = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
+        PyObject *name = th ? PyObject_GetAttrString(th, "name") : NULL;
+        if (name) where = PyUnicode_FromFormat("(serial mode, thread %S)", name);
+        Py_XDECREF(name);
+        Py_XDECREF(th);
+        Py_XDECREF(threading);
+    }
+    if (where) tg_note_origin(exc, key, where);
+    PyErr_Clear();
+    Py_XDECREF(key);
+    Py_XDECREF(where);
+}
+
 static void note_sibling(PyObject *exc, NodeObject *parent, NodeObject *k) {
-    PyObject *pkey = tg_node_key(parent), *key = tg_node_key(k), *note = NULL, *r = NULL;
-    if (pkey && key)
-        note = PyUnicode_FromFormat("taskgraph: task %U also had child task %U fail, unobserved: "
-                                    "%s: %S", pkey, key, Py_TYPE(k->value)->tp_name, k->value);
-    if (note && k->value != exc) r = PyObject_CallMethodOneArg(exc, TG.str_add_note, note);
+    PyObject *pkey = tg_node_key(parent), *key = pkey ? tg_node_key(k) : NULL;
+    if (key) tg_note_sibling(exc, pkey, key, k->value);
     PyErr_Clear();
     Py_XDECREF(pkey);
     Py_XDECREF(key);
-    Py_XDECREF(note);
-    Py_XDECREF(r);
 }
 
 static void set_failing(NodeObject *n, PyObject *exc /* stolen */) {
@@ -371,28 +410,18 @@ static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
     W->current = cur;
 }
 
-/* Whether the failed attempt `attempt` (0 for the first) of n is run again: the task has
- * retries left, it was not cancelled, and its exception is one of its retry_on classes (a
- * cancellation or a closed scheduler never is: running again cannot help). */
+/* Whether the failed attempt `attempt` (0 for the first) of n is run again: the rule above,
+ * and nobody asked it to stop. */
 static int retry_wanted(NodeObject *n, int attempt) {
-    if (!n->retry || attempt >= PyLong_AsLong(PyTuple_GET_ITEM(n->retry, 0))) return 0;
-    if (tg_node_cancel_requested(n)) return 0;
-    PyObject *exc = n->value;
-    return PyErr_GivenExceptionMatches(exc, PyTuple_GET_ITEM(n->retry, 1)) &&
-           !PyErr_GivenExceptionMatches(exc, TG.CancelledError) &&
-           !PyErr_GivenExceptionMatches(exc, TG.SchedulerClosedError);
+    return n->retry && !tg_node_cancel_requested(n) && tg_retry_wanted(n->retry, n->value, attempt);
 }
 
 /* Adds a note saying how many times the task ran before its final failure. */
 static void note_attempts(PyObject *exc, NodeObject *n, int attempts) {
-    PyObject *key = tg_node_key(n), *note = NULL, *r = NULL;
-    if (key) note = PyUnicode_FromFormat("taskgraph: task %U failed %d times (retries=%S)", key,
-                                         attempts, PyTuple_GET_ITEM(n->retry, 0));
-    if (note) r = PyObject_CallMethodOneArg(exc, TG.str_add_note, note);
-    PyErr_Clear(); /* a courtesy, as in note_origin */
+    PyObject *key = tg_node_key(n);
+    if (key) tg_note_attempts(exc, key, attempts, PyTuple_GET_ITEM(n->retry, 0));
+    PyErr_Clear();
     Py_XDECREF(key);
-    Py_XDECREF(note);
-    Py_XDECREF(r);
 }
 
 /* Calls n's function, again while a failure is to be retried (W NULL: inline, no children to
