@@ -13,7 +13,7 @@ WRAP_OOM := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
 linkflags = $$( [ $$t = oom ] && echo '$(WRAP_OOM)' )
 BUILD := build
 
-.PHONY: setup test test-c sanitize sanitize-thread sanitize-address test-py test-parallel test-gil test-asan demo pictures bench bench-deps bench-quick clean
+.PHONY: setup dist test test-c sanitize sanitize-thread sanitize-address test-py test-parallel test-gil test-asan demo pictures bench bench-deps bench-quick clean
 
 setup:
 	@bash tools/setup.sh
@@ -79,6 +79,14 @@ test-gil:
 test-asan:
 	@bash tools/asan.sh .venv
 	@if [ -x $(GILPY) ]; then bash tools/asan.sh .venv-gil; fi
+
+# The sdist and the wheels, as published: `python -m build` (an isolated build, setuptools
+# from the package index) from the free-threaded venv builds the sdist, then the
+# free-threaded wheel from it; pip builds the GIL build's wheel from the same sdist.
+dist: setup
+	@rm -rf dist && $(PY) -m build --outdir dist .
+	@if [ -x $(GILPY) ]; then $(GILPY) -m pip wheel -q --no-deps --wheel-dir dist dist/*.tar.gz; fi
+	@ls -l dist
 
 demo: setup
 	@$(PY) examples/fib.py --trace build/demo/fib

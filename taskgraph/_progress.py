@@ -4,7 +4,7 @@ Counts come from the scheduler's per-worker C counters (no shared Python counter
 path): done = tasks handed out since the run started, known = nodes the compute submitted plus
 tasks created inside workers since then. With several computes at once on one scheduler the
 counts include the others' tasks. Uses tqdm when it is installed (``pip install
-taskgraph[progress]``); otherwise prints a plain one-line bar to stderr.
+"taskgraph-ft[progress]"``); otherwise prints a plain one-line bar to stderr.
 """
 import sys
 import time

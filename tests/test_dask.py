@@ -21,7 +21,7 @@ if os.environ.get("TASKGRAPH_REQUIRE_DASK"):  # make test: installed by make set
     import distributed
 else:
     distributed = pytest.importorskip("distributed", reason="the dask extra is not installed: "
-                                      "`make setup` installs it; pip install taskgraph[dask]")
+                                      "`make setup` installs it; pip install \"taskgraph-ft[dask]\"")
 from taskgraph.dask import DaskScheduler  # noqa: E402
 
 import dask_tasks as T  # noqa: E402
