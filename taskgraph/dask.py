@@ -1,5 +1,5 @@
 """The same @task code on a dask.distributed cluster (an optional extra: ``pip install
-taskgraph[dask]``).
+"taskgraph-ft[dask]"``).
 
     from distributed import Client
     from taskgraph.dask import DaskScheduler
