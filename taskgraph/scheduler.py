@@ -284,8 +284,15 @@ def scheduler_of_engine(engine):
 
 
 def current_scheduler():
-    """The scheduler compute() and result() use here: the innermost ``with`` block's (a
-    Scheduler or a backend such as ``taskgraph.dask.DaskScheduler``), else the default one."""
+    """The scheduler compute() and result() use here: inside a task, the scheduler running it;
+    else the innermost ``with`` block's (a Scheduler or a backend such as
+    ``taskgraph.dask.DaskScheduler``), else the default one (created on first use). Never
+    raises."""
+    engine = core.current_engine()
+    if engine is not None:
+        s = _by_engine.get(engine)
+        if s is not None and not s.closed:
+            return s
     for s in reversed(_current.get()):
         if not s.closed:
             return s

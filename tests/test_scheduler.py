@@ -280,3 +280,18 @@ def test_interpreter_exit_does_not_wait_forever_for_a_stuck_task():
     assert r.stdout.strip() == "leaving"
     assert time.monotonic() - t0 < 20  # EXIT_TIMEOUT (5 s) plus start-up
     assert "still running at exit" in r.stderr
+
+
+def test_current_scheduler_inside_a_task_is_the_one_running_it():
+    from taskgraph import scheduler as sched_mod
+
+    @tg.task
+    def which():
+        return tg.current_scheduler()
+
+    before = sched_mod._default
+    with tg.Scheduler(1) as s:
+        assert s.compute(which()) is s
+        with tg.Scheduler(1) as other:
+            assert other.compute(which()) is other
+    assert sched_mod._default is before   # asking did not create the default scheduler
