@@ -1,7 +1,8 @@
 """The Scheduler: a pool of worker threads over the C core, and the default scheduler.
 
-The pool is created, shut down and read (stats) through cffi; everything per task happens in
-the extension's Engine (csrc/py/engine.c, worker.c). Python starts and joins the threads."""
+The extension's Engine (csrc/py/engine.c) owns the pool (it creates it, shuts it down, reads
+its counters and frees it) and does everything per task (worker.c). Python starts and joins
+the threads."""
 from __future__ import annotations
 
 import atexit
@@ -13,7 +14,7 @@ import threading
 import time
 import weakref
 
-from taskgraph._native import core, ffi, lib
+from taskgraph._native import core
 from taskgraph.errors import BrokenSchedulerError, SchedulerClosedError, TaskgraphError
 from taskgraph.runs import check_timeout, compute_nodes, raise_first_error
 from taskgraph.serial import run_serially
@@ -95,14 +96,10 @@ class Scheduler:
         self.workers = workers
         self.max_help_depth = max_help_depth
         self.number = next(_scheduler_numbers)
-        pool = lib.tg_pool_new(workers)
-        if pool == ffi.NULL:
-            raise MemoryError(f"taskgraph: could not create a pool of {workers} workers")
-        # The pool is freed when the last of this object and the engine lets go of it: never
-        # under a concurrent compute() or stats().
-        self._pool = ffi.gc(pool, lib.tg_pool_free)
-        self._engine = core.Engine(int(ffi.cast("uintptr_t", pool)), self._pool, workers,
-                                   self.number, max_help_depth,
+        # The engine owns the pool: made here, freed when the engine goes, i.e. after this
+        # object, every worker thread and every Run let go of it (never under a concurrent
+        # compute() or stats()). MemoryError if it cannot be made.
+        self._engine = core.Engine(workers, self.number, max_help_depth,
                                    f"<taskgraph.Scheduler #{self.number} workers={workers}>")
         self._close_lock = threading.Lock()
         self._drained = False  # close() has drained the queues (after every worker returned)
@@ -188,15 +185,10 @@ class Scheduler:
     def stats(self) -> list[dict]:
         """Per-worker counters since the scheduler started: one dict per worker with
         ``worker``, ``tasks_run``, ``spawned``, ``stolen``, ``steal_attempts``, ``injected``,
-        ``parks``. Any thread; works after close() too (the last values)."""
-        buf = ffi.new("int64_t[]", core.NSTATS)
-        out = []
-        for i in range(self.workers):
-            lib.tg_pool_stats(self._pool, i, buf)
-            d = {"worker": i}
-            d.update(zip(core.STAT_NAMES, buf))
-            out.append(d)
-        return out
+        ``parks``. Any thread, inside a task or outside; never raises; works after close()
+        too (the last values)."""
+        return [dict(worker=i, **dict(zip(core.STAT_NAMES, row)))
+                for i, row in enumerate(self._engine.stats())]
 
     def close(self):
         """Cancels everything not started, waits for the running tasks to finish, stops and
@@ -217,7 +209,7 @@ class Scheduler:
                                  "itself")
         with self._close_lock:
             self._engine.begin_close(f"{self!r} was closed")
-            lib.tg_pool_shutdown(self._pool)
+            self._engine.shutdown()
             deadline = None if timeout is None else time.monotonic() + timeout
             for th in self._threads:  # in slices: Ctrl-C is seen at once
                 while th.is_alive() and (deadline is None or time.monotonic() < deadline):
@@ -244,7 +236,7 @@ class Scheduler:
         """Worker thread `index` stopped with an error (the engine is broken already): the
         others stop too, and what is left in the queues is cancelled, so that nothing waits
         forever. Runs on the stopped worker's thread."""
-        lib.tg_pool_shutdown(self._pool)
+        self._engine.shutdown()
         me = threading.current_thread()
         for th in self._threads:
             if th is not me:

@@ -1,8 +1,9 @@
-/* Engine: the native half of a taskgraph.Scheduler. The Scheduler creates the pool through
- * cffi (taskgraph/scheduler.py) and hands it over with the cffi object that owns it; the
- * engine keeps that object, so the pool lives as long as anyone can still reach it (a
- * concurrent stats() or compute() during close() never touches freed memory). The engine owns
- * the per-worker state, the list of active runs, and the closing and draining. */
+/* Engine: the native half of a taskgraph.Scheduler. The engine owns its pool: it creates it
+ * (tg_pool_new) when it is made and frees it in its dealloc, so the pool lives as long as
+ * anything can reach the engine (the Scheduler, each worker thread, each Run): a stats() or a
+ * compute() racing with close() never touches freed memory; it sees a shut-down pool instead.
+ * The engine also owns the per-worker state, the list of active runs, and the closing and
+ * draining. No address crosses into Python. */
 #include "tgpy.h"
 
 #include <stdlib.h>
@@ -80,21 +81,26 @@ void tg_engine_forget_run(EngineObject *e, RunObject *run) {
 }
 
 static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"pool_address", "pool_owner", "workers", "number", "max_help_depth",
-                            "label", NULL};
-    unsigned long long address;
-    PyObject *owner, *label;
+    static char *names[] = {"workers", "number", "max_help_depth", "label", NULL};
+    PyObject *label;
     int nworkers, number, depth;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KOiiiU:Engine", names, &address, &owner,
-                                     &nworkers, &number, &depth, &label))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iiiU:Engine", names, &nworkers, &number, &depth,
+                                     &label))
         return NULL;
-    tg_pool *pool = (tg_pool *)(uintptr_t)address;
-    if (!pool || nworkers < 1 || tg_pool_workers(pool) != nworkers || depth < 0) {
-        PyErr_SetString(PyExc_ValueError, "Engine: pool and worker count do not match");
+    if (nworkers < 1 || nworkers > 4096 || depth < 0) {
+        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..4096 and max_help_depth >= 0, "
+                     "got workers=%d, max_help_depth=%d", nworkers, depth);
         return NULL;
     }
     EngineObject *e = (EngineObject *)type->tp_alloc(type, 0);
     if (!e) return NULL;
+    /* The pool first: dealloc frees whatever was made (e->pool, e->workers may be NULL). */
+    e->pool = tg_pool_new(nworkers);
+    if (!e->pool) {
+        Py_DECREF(e);
+        return PyErr_Format(PyExc_MemoryError, "taskgraph: could not create a pool of %d workers",
+                            nworkers);
+    }
     size_t bytes = (sizeof(Worker) * (size_t)nworkers + 63) / 64 * 64;
     e->workers = aligned_alloc(64, bytes);
     if (!e->workers) {
@@ -108,15 +114,13 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         atomic_init(&e->workers[i].rec, NULL);
         atomic_init(&e->workers[i].rec_busy, 0);
     }
-    e->pool = pool;
-    e->pool_owner = Py_NewRef(owner);
     e->nworkers = nworkers;
     e->number = number;
     e->max_help_depth = depth;
     e->label = Py_NewRef(label);
     pthread_mutex_init(&e->mu, NULL);
     atomic_init(&e->closed, 0);
-    tg_pool_set_idle_hooks(pool, tg_idle_begin, tg_idle_end);
+    tg_pool_set_idle_hooks(e->pool, tg_idle_begin, tg_idle_end);
     if (tg_trace_attach_engine(e) < 0) {
         Py_DECREF(e);
         return NULL;
@@ -124,6 +128,9 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return (PyObject *)e;
 }
 
+/* Runs when the last of the Scheduler, the worker threads and the Runs lets go: every worker
+ * thread has returned from work() (each holds the engine while it runs), so no thread is
+ * inside the pool any more. */
 static void engine_dealloc(EngineObject *e) {
     tg_trace_engine_gone(e);
     if (e->workers) {
@@ -131,9 +138,10 @@ static void engine_dealloc(EngineObject *e) {
         free(e->workers);
         pthread_mutex_destroy(&e->mu);
     }
+    if (e->pool) tg_pool_free(e->pool);
+    e->pool = NULL;
     Py_CLEAR(e->label);
     Py_CLEAR(e->broken);
-    Py_CLEAR(e->pool_owner); /* frees the pool if nobody else holds it */
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -217,6 +225,79 @@ static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* shutdown(): the pool refuses new work and every worker returns from work() once its own
+ * deque is empty (tg_pool_shutdown). Idempotent. */
+static PyObject *engine_shutdown(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS /* takes the pool's locks: never block a collection meanwhile */
+    tg_pool_shutdown(e->pool);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *stats_tuple(EngineObject *e, int w) {
+    int64_t buf[TG_NSTATS];
+    tg_pool_stats(e->pool, w, buf);
+    PyObject *t = PyTuple_New(TG_NSTATS);
+    if (!t) return NULL;
+    for (int k = 0; k < TG_NSTATS; k++) {
+        PyObject *v = PyLong_FromLongLong(buf[k]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, k, v);
+    }
+    return t;
+}
+
+/* stats([i]): worker i's counters as a tuple (in the order of core.STAT_NAMES), or, with no
+ * argument, a list of every worker's. Any thread; after shutdown too (the last values). */
+static PyObject *engine_stats(EngineObject *e, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "stats() takes at most one argument (a worker index)");
+        return NULL;
+    }
+    if (nargs == 1) {
+        int i = tg_long_as_int(args[0]);
+        if (i == -1 && PyErr_Occurred()) return NULL;
+        if (i < 0 || i >= e->nworkers) {
+            PyErr_Format(PyExc_IndexError, "stats(%d): %U has workers 0..%d", i, e->label,
+                         e->nworkers - 1);
+            return NULL;
+        }
+        return stats_tuple(e, i);
+    }
+    PyObject *out = PyList_New(e->nworkers);
+    if (!out) return NULL;
+    for (int i = 0; i < e->nworkers; i++) {
+        PyObject *t = stats_tuple(e, i);
+        if (!t) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+/* queued(): approximate number of queued tasks (every deque and the injector). Any thread. */
+static PyObject *engine_queued(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLongLong(tg_pool_queued(e->pool));
+}
+
+/* sleeping(): how many workers are parked waiting for work right now (a snapshot). */
+static PyObject *engine_sleeping(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLong(tg_pool_sleeping(e->pool));
+}
+
+static PyObject *engine_get_is_shutdown(EngineObject *e, void *c) {
+    (void)c;
+    return PyBool_FromLong(tg_pool_is_shutdown(e->pool));
+}
+
 static PyObject *engine_get_closed(EngineObject *e, void *c) {
     (void)c;
     return PyBool_FromLong(atomic_load_explicit(&e->closed, memory_order_acquire)); /* see close */
@@ -259,6 +340,16 @@ static PyMethodDef engine_methods[] = {
      "break_(reason): marks the engine broken: its runs are cancelled, new ones refused."},
     {"drain", (PyCFunction)engine_drain, METH_NOARGS,
      "drain(): finishes what is left in the queues as cancelled (after the workers stopped)."},
+    {"shutdown", (PyCFunction)engine_shutdown, METH_NOARGS,
+     "shutdown(): the pool refuses new work; each worker's work() returns once its own queue "
+     "is empty; parked workers wake. Idempotent."},
+    {"stats", (PyCFunction)(void (*)(void))engine_stats, METH_FASTCALL,
+     "stats(i) -> worker i's counters (tuple, in the order of STAT_NAMES; IndexError for no "
+     "such worker); stats() -> a list of every worker's. Any thread, after shutdown too."},
+    {"queued", (PyCFunction)engine_queued, METH_NOARGS,
+     "queued() -> approximate number of queued tasks (all deques and the injector)."},
+    {"sleeping", (PyCFunction)engine_sleeping, METH_NOARGS,
+     "sleeping() -> how many workers are parked waiting for work right now (a snapshot)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -266,6 +357,7 @@ static PyGetSetDef engine_getset[] = {
     {"closed", (getter)engine_get_closed, NULL, "Whether close began.", NULL},
     {"broken", (getter)engine_get_broken, NULL, "Why it is broken (str), or None.", NULL},
     {"active_runs", (getter)engine_get_active, NULL, "Runs not ended yet.", NULL},
+    {"is_shutdown", (getter)engine_get_is_shutdown, NULL, "Whether shutdown() was called.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -282,8 +374,9 @@ PyTypeObject TG_EngineType = {
     .tp_basicsize = sizeof(EngineObject),
     .tp_dealloc = (destructor)engine_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Engine(pool_address, pool_owner, workers, number, max_help_depth, label): the "
-              "native half of a Scheduler (private).",
+    .tp_doc = "Engine(workers, number, max_help_depth, label): the native half of a Scheduler "
+              "(private). Creates its pool of `workers` worker slots (MemoryError if it cannot) "
+              "and frees it when the engine goes.",
     .tp_methods = engine_methods,
     .tp_members = engine_members,
     .tp_getset = engine_getset,

@@ -236,6 +236,16 @@ static PyObject *live_runs(PyObject *mod, PyObject *unused) {
 }
 
 static PyMethodDef methods[] = {
+    {"clock_origin", tg_py_clock_origin, METH_NOARGS,
+     "clock_origin() -> (ticks, ns): the pair taken when the module was loaded (trace.h)."},
+    {"clock_pair", tg_py_clock_pair, METH_NOARGS,
+     "clock_pair() -> (ticks, ns): a fresh pair; with clock_origin() it maps the records' "
+     "ticks to the ns of time.perf_counter_ns()."},
+    {"clock_tsc", tg_py_clock_tsc, METH_NOARGS,
+     "clock_tsc() -> whether the records' ticks are the TSC (else they are ns already)."},
+    {"trace_gc_phase", tg_py_trace_gc_phase, METH_O,
+     "trace_gc_phase(starting): a collection starts (True) or ends (False); the recorders "
+     "subtract collections from the tasks' own time."},
     {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Registers the exception classes and the Python functions the C code calls back."},
     {"scan", scan, METH_O, "scan(obj) -> list of the Nodes inside obj (nested structures)."},
@@ -288,6 +298,7 @@ static int add_int(PyObject *m, const char *name, long v) {
 
 /* PyModule_Add (3.13) for older versions too: steals obj. */
 static int add_steal(PyObject *m, const char *name, PyObject *obj) {
+    if (!obj) return -1; /* the call that made it failed (error set) */
     int r = PyModule_AddObjectRef(m, name, obj);
     Py_DECREF(obj);
     return r;
@@ -341,6 +352,15 @@ static int exec_module(PyObject *m) {
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, ints[i].v) < 0) return -1;
+    /* The trace record's layout (trace.h), for taskgraph/trace.py's struct. */
+    if (add_steal(m, "TRACE_REC_FORMAT", PyUnicode_FromString(tg_trace_rec_format())) < 0) return -1;
+    if (add_int(m, "TRACE_REC_SIZE", tg_trace_rec_size()) < 0) return -1;
+    PyObject *fields = PyUnicode_FromString(tg_trace_rec_fields());
+    PyObject *split = fields ? PyUnicode_Split(fields, NULL, -1) : NULL;
+    Py_XDECREF(fields);
+    PyObject *ftuple = split ? PyList_AsTuple(split) : NULL;
+    Py_XDECREF(split);
+    if (add_steal(m, "TRACE_REC_FIELDS", ftuple) < 0) return -1;
 #ifdef Py_GIL_DISABLED
     if (PyModule_AddIntConstant(m, "FREE_THREADED", 1) < 0) return -1;
 #else

@@ -202,8 +202,7 @@ struct tg_worker_state {
 
 struct EngineObject {
     PyObject_HEAD
-    tg_pool *pool;
-    PyObject *pool_owner;    /* the cffi object that frees the pool when the last user goes */
+    tg_pool *pool;           /* owned: made by the constructor, freed by the dealloc */
     Worker *workers;
     int nworkers;
     int number;              /* Scheduler.number */
@@ -305,6 +304,12 @@ PyObject *tg_trace_stop(PyObject *mod, PyObject *unused);
 /* Attaches recorders to an engine's workers if a trace is open (engine creation). */
 int tg_trace_attach_engine(EngineObject *e);
 void tg_trace_engine_gone(EngineObject *e);
+/* The module's functions for the records' clock (trace.h): clock_origin() and clock_pair()
+ * -> (ticks, ns); clock_tsc() -> bool; trace_gc_phase(starting). */
+PyObject *tg_py_clock_origin(PyObject *mod, PyObject *unused);
+PyObject *tg_py_clock_pair(PyObject *mod, PyObject *unused);
+PyObject *tg_py_clock_tsc(PyObject *mod, PyObject *unused);
+PyObject *tg_py_trace_gc_phase(PyObject *mod, PyObject *starting);
 
 /* _task_by_name(module, qualname) -> the Task defined there (unpickling a rebuilt Task). */
 PyObject *tg_task_by_name(PyObject *unused, PyObject *args);
