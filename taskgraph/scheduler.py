@@ -2,7 +2,8 @@
 
 The extension's Engine (csrc/py/engine.c) owns the pool (it creates it, shuts it down, reads
 its counters and frees it) and does everything per task (worker.c). Python starts and joins
-the threads."""
+the threads, and ends a scheduler dropped without close() (a weakref finalizer, as
+concurrent.futures does)."""
 from __future__ import annotations
 
 import atexit
@@ -79,7 +80,10 @@ class Scheduler:
     cores is allowed (correct, but no faster). Use as a context manager, or call ``close()``.
 
     Threads: the workers are daemon threads named ``taskgraph-<n>-w<i>``. ``close()`` stops
-    and joins them; creating and closing schedulers leaves no thread behind.
+    and joins them; creating and closing schedulers leaves no thread behind. A scheduler
+    dropped without ``close()`` (garbage collected) shuts down like a ThreadPoolExecutor:
+    what was queued is cancelled, and its workers exit on their own once their running tasks
+    end (nothing waits for them).
     """
 
     def __init__(self, workers: int | None = None, *, max_help_depth: int = DEFAULT_MAX_HELP_DEPTH):
@@ -96,20 +100,31 @@ class Scheduler:
         self.workers = workers
         self.max_help_depth = max_help_depth
         self.number = next(_scheduler_numbers)
+        label = f"<taskgraph.Scheduler #{self.number} workers={workers}>"
         # The engine owns the pool: made here, freed when the engine goes, i.e. after this
         # object, every worker thread and every Run let go of it (never under a concurrent
         # compute() or stats()). MemoryError if it cannot be made.
-        self._engine = core.Engine(workers, self.number, max_help_depth,
-                                   f"<taskgraph.Scheduler #{self.number} workers={workers}>")
+        self._engine = core.Engine(workers, self.number, max_help_depth, label)
         self._close_lock = threading.Lock()
-        self._drained = False  # close() has drained the queues (after every worker returned)
-        me = weakref.ref(self)  # the threads must not keep the scheduler alive
-        self._threads = [threading.Thread(target=_worker_main, args=(self._engine, i, me),
-                                          name=f"taskgraph-{self.number}-w{i}", daemon=True)
-                         for i in range(workers)]
+        # What the threads, close() and the finalizer share: no reference to self, so that a
+        # scheduler nobody closed can be collected (and its finalizer shut it down).
+        self._life = life = _Life(self._engine)
+        life.threads = [threading.Thread(target=_worker_main, args=(self._engine, i, life),
+                                         name=f"taskgraph-{self.number}-w{i}", daemon=True)
+                        for i in range(workers)]
+        self._threads = life.threads
+        self._finalizer = weakref.finalize(self, _Life.abandon, life)
+        self._finalizer.atexit = False  # at exit, _close_all closes what is still open
         _by_engine[self._engine] = self
-        for th in self._threads:
-            th.start()
+        started = []
+        try:
+            for th in life.threads:
+                th.start()
+                started.append(th)
+        except BaseException:
+            life.threads = self._threads = started
+            self._finalizer()
+            raise
         _live.add(self)
 
     def __repr__(self):
@@ -220,10 +235,11 @@ class Scheduler:
                 sys.stderr.write(f"taskgraph: {self!r}: tasks still running at exit on "
                                  f"{', '.join(running)}; leaving them\n")
                 return
-            if not self._drained:  # the first close to get here (one interrupted before may not)
-                self._engine.drain()
-                self._drained = True
-                _live.discard(self)
+            # Every worker has returned: what is left in the queues is cancelled, once (by the
+            # first close to get here; one interrupted before may not have).
+            self._life.drain_once()
+            self._finalizer.detach()
+            _live.discard(self)
 
     def _check_open(self):
         broken = self._engine.broken
@@ -232,25 +248,73 @@ class Scheduler:
         if self._engine.closed:
             raise SchedulerClosedError(f"{self!r} is closed")
 
-    def _worker_stopped(self, index):
-        """Worker thread `index` stopped with an error (the engine is broken already): the
-        others stop too, and what is left in the queues is cancelled, so that nothing waits
-        forever. Runs on the stopped worker's thread."""
-        self._engine.shutdown()
-        me = threading.current_thread()
-        for th in self._threads:
-            if th is not me:
-                th.join()
-        # Every other worker has returned; close() (which joins this thread before it drains)
-        # cannot drain at the same time.
-        self._engine.drain()
-
     def _compute_nodes(self, nodes, timeout=None, progress=False):
         self._check_open()
         return compute_nodes(self, nodes, timeout, progress)
 
 
-def _worker_main(engine, index, ref):
+class _Life:
+    """How one scheduler's workers end, shared by its worker threads, close() and its
+    finalizer. It holds no reference to the Scheduler, so a scheduler nobody closed can be
+    collected: its finalizer (``abandon``) then shuts the pool down, and the last worker to
+    leave drains the queues. Whoever drains, drains once (``drain_once``)."""
+
+    __slots__ = ("engine", "threads", "lock", "exited", "drained", "orphaned")
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.threads = []
+        self.lock = threading.Lock()
+        self.exited = 0         # workers that have returned from engine.work() for good
+        self.drained = False
+        self.orphaned = False   # the Scheduler was dropped without close()
+
+    def drain_once(self):
+        """Finishes what is left in the queues as cancelled (and, through them, what waits for
+        them); only the first call does anything. Every worker must have returned."""
+        with self.lock:
+            if self.drained:
+                return
+            self.drained = True
+        self.engine.drain()
+
+    def worker_exited(self):
+        """A worker thread is leaving: the last one drains, if the scheduler was dropped."""
+        with self.lock:
+            self.exited += 1
+            last = self.exited == len(self.threads)
+            orphaned = self.orphaned
+        if last and orphaned:
+            self.drain_once()
+
+    def abandon(self):
+        """The Scheduler was garbage collected without close() (its weakref finalizer; may run
+        on any thread, one of its own workers included, so it never joins): cancels its runs
+        and shuts the pool down, so that the workers exit once their running tasks end; the
+        last of them drains the queues (this call does, if none is left)."""
+        engine = self.engine
+        engine.begin_close(f"{engine.label} was dropped without close()")
+        engine.shutdown()
+        with self.lock:
+            self.orphaned = True
+            gone = self.exited == len(self.threads)
+        if gone:
+            self.drain_once()
+
+    def worker_stopped(self, index):
+        """Worker thread `index` stopped with an error (the engine is broken already): the
+        others stop too, and what is left in the queues is cancelled, so that nothing waits
+        forever. Runs on the stopped worker's thread."""
+        self.engine.shutdown()
+        me = threading.current_thread()
+        for th in self.threads:
+            if th is not me:
+                th.join()
+        # Every other worker has returned, and this one has returned from work().
+        self.drain_once()
+
+
+def _worker_main(engine, index, life):
     """A worker thread's life. Running a task never fails, so work() returns only when the pool
     shuts down, unless the worker itself fails (injected in the tests): the scheduler is then
     broken, like a BrokenThreadPool."""
@@ -258,9 +322,9 @@ def _worker_main(engine, index, ref):
         engine.work(index)
     except BaseException as e:
         engine.break_(f"worker {index} of {engine.label} stopped: {type(e).__name__}: {e}")
-        s = ref()
-        if s is not None:
-            s._worker_stopped(index)
+        life.worker_stopped(index)
+    finally:
+        life.worker_exited()
 
 
 # ---------------------------------------------------------------------- module-level state

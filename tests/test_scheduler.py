@@ -280,3 +280,104 @@ def test_interpreter_exit_does_not_wait_forever_for_a_stuck_task():
     assert r.stdout.strip() == "leaving"
     assert time.monotonic() - t0 < 20  # EXIT_TIMEOUT (5 s) plus start-up
     assert "still running at exit" in r.stderr
+
+
+# ---------------------------------------------------------------------- dropped without close()
+def _wait_until(cond, what, seconds=60):
+    """Polls cond() until it holds (a watchdog, not a timing assertion)."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, f"still waiting after {seconds} s: {what}"
+        time.sleep(0.01)
+
+
+def _threads_of(number):
+    return [t for t in threading.enumerate() if t.name.startswith(f"taskgraph-{number}-") and t.is_alive()]
+
+
+@pytest.mark.thread_unsafe(reason="collects garbage and watches the process's threads")
+def test_schedulers_dropped_without_close_stop_their_threads():
+    numbers = []
+    for i in range(10):
+        s = tg.Scheduler(2)
+        assert s.compute(_ok(i)) == i
+        numbers.append(s.number)
+        del s
+    gc.collect()
+    _wait_until(lambda: not any(_threads_of(n) for n in numbers),
+                "worker threads of dropped schedulers")
+
+
+@tg.task
+def _blocker(started, gate):
+    started.set()
+    assert gate.wait(60)
+    return "ran"
+
+
+@pytest.mark.thread_unsafe(reason="collects garbage and watches the process's threads")
+def test_dropping_a_scheduler_cancels_its_queued_nodes_and_drains_them_once():
+    """Work queued on a scheduler that nobody holds any more (result(timeout) left it running)
+    is cancelled when the scheduler is dropped: every node finishes, none waits forever."""
+    started, gate = threading.Event(), threading.Event()
+    s = tg.Scheduler(1)
+    number = s.number
+    block = _blocker(started, gate)
+    queued = [_ok(i) for i in range(20)]
+    with tg.use_scheduler(s):
+        try:
+            block.result(timeout=0)  # submitted; goes on running after the TimeoutError
+        except TimeoutError:
+            pass
+        assert started.wait(60)  # the only worker is busy: what follows stays queued
+        for n in queued:
+            try:
+                n.result(timeout=0)
+            except TimeoutError:
+                pass
+    assert not any(n.done() for n in queued)
+    ref = weakref.ref(s)
+    del s
+    gc.collect()
+    assert ref() is None
+    gate.set()
+    _wait_until(lambda: all(n.done() for n in queued) and block.done(), "nodes to finish")
+    for n in queued:
+        e = n.exception()
+        assert isinstance(e, tg.CancelledError), e
+        assert "dropped without close()" in str(e), str(e)
+    _wait_until(lambda: not _threads_of(number), "the dropped scheduler's worker to exit")
+
+
+@tg.task
+def _drop_last_reference(holder, gate):
+    assert gate.wait(60)
+    holder.clear()  # the last reference: the finalizer runs here, on this worker thread
+    gc.collect()
+    return "dropped"
+
+
+@pytest.mark.thread_unsafe(reason="collects garbage and watches the process's threads")
+def test_a_scheduler_dropped_by_its_own_task_shuts_down_without_joining_itself():
+    gate = threading.Event()
+    holder = [tg.Scheduler(1)]
+    number = holder[0].number
+    n = _drop_last_reference(holder, gate)
+    with tg.use_scheduler(holder[0]):
+        try:
+            n.result(timeout=0)
+        except TimeoutError:
+            pass
+    gate.set()
+    _wait_until(n.done, "the task that dropped its scheduler")
+    _wait_until(lambda: not _threads_of(number), "the worker to exit")
+    assert n.exception() is None and n.result() == "dropped"
+
+
+def test_default_scheduler_and_with_blocks_still_work_after_dropped_ones():
+    for i in range(3):
+        tg.Scheduler(1)  # dropped at once
+    with tg.Scheduler(2) as s:
+        assert s.compute(fib(10)) == 55
+    assert tg.compute(fib(10)) == 55
+
