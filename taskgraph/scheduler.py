@@ -2,8 +2,9 @@
 
 The extension's Engine (csrc/py/engine.c) owns the pool (it creates it, shuts it down, reads
 its counters and frees it) and does everything per task (worker.c). Python starts and joins
-the threads, and ends a scheduler dropped without close() (a weakref finalizer, as
-concurrent.futures does)."""
+the threads, and ends the schedulers nobody closed: one dropped without close() (a weakref
+finalizer, as concurrent.futures does) and, in a child process after fork(), every scheduler
+made before the fork (os.register_at_fork)."""
 from __future__ import annotations
 
 import atexit
@@ -17,6 +18,7 @@ import weakref
 
 from taskgraph._native import core
 from taskgraph.errors import BrokenSchedulerError, SchedulerClosedError, TaskgraphError
+from taskgraph import runs
 from taskgraph.runs import check_timeout, compute_nodes, raise_first_error
 from taskgraph.serial import run_serially
 
@@ -84,6 +86,11 @@ class Scheduler:
     dropped without ``close()`` (garbage collected) shuts down like a ThreadPoolExecutor:
     what was queued is cancelled, and its workers exit on their own once their running tasks
     end (nothing waits for them).
+
+    ``fork()``: in the child process a scheduler made before the fork is closed (its threads
+    do not exist there): using it raises ``SchedulerClosedError`` saying so, and nodes of its
+    computes that had not finished raise it too when waited for. The default scheduler is made
+    anew in the child on first use.
     """
 
     def __init__(self, workers: int | None = None, *, max_help_depth: int = DEFAULT_MAX_HELP_DEPTH):
@@ -187,6 +194,8 @@ class Scheduler:
             if timeout is not None:
                 raise TaskgraphError("compute(timeout=...) inside a task is not supported: a "
                                      "join inside a worker cannot time out")
+            if runs.after_fork:
+                runs.refuse_nodes_of_runs_before_fork(nodes)
             for n in nodes:
                 n.exception()  # joins
         elif core.in_serial():
@@ -201,7 +210,7 @@ class Scheduler:
         """Per-worker counters since the scheduler started: one dict per worker with
         ``worker``, ``tasks_run``, ``spawned``, ``stolen``, ``steal_attempts``, ``injected``,
         ``parks``. Any thread, inside a task or outside; never raises; works after close()
-        too (the last values)."""
+        (and, in a child process, on a scheduler made before fork()) with the last values."""
         return [dict(worker=i, **dict(zip(core.STAT_NAMES, row)))
                 for i, row in enumerate(self._engine.stats())]
 
@@ -212,7 +221,8 @@ class Scheduler:
         raises SchedulerClosedError; nodes it finished keep their results; nodes it never
         ran raise CancelledError. Ctrl-C while close() waits for a running task raises
         KeyboardInterrupt at once: the scheduler is closed (nothing new starts) and calling
-        close() again finishes the job. Works on a broken scheduler too."""
+        close() again finishes the job. Works on a broken scheduler too. In a child process,
+        on a scheduler made before fork(): returns at once (it is closed there already)."""
         self._close(None)
 
     # ------------------------------------------------------------------ internals
@@ -222,6 +232,8 @@ class Scheduler:
             raise TaskgraphError(f"{self!r}.close() called from inside its own task "
                                  f"{node.key if node is not None else '?'}; it would wait for "
                                  "itself")
+        if self._engine.forked:  # its threads and locks belong to the parent process
+            return
         with self._close_lock:
             self._engine.begin_close(f"{self!r} was closed")
             self._engine.shutdown()
@@ -242,6 +254,11 @@ class Scheduler:
             _live.discard(self)
 
     def _check_open(self):
+        if self._engine.forked:  # checked first: the engine's lock may be held by a lost thread
+            raise SchedulerClosedError(
+                f"{self!r} was made before fork(): its worker threads do not exist in this child "
+                f"process (pid {os.getpid()}); make a new Scheduler here (the default scheduler "
+                "is made anew in the child on its own)")
         broken = self._engine.broken
         if broken is not None:
             raise BrokenSchedulerError(f"{self!r} is broken: {broken}")
@@ -293,6 +310,8 @@ class _Life:
         and shuts the pool down, so that the workers exit once their running tasks end; the
         last of them drains the queues (this call does, if none is left)."""
         engine = self.engine
+        if engine.forked:  # in a child process: nothing of it runs here
+            return
         engine.begin_close(f"{engine.label} was dropped without close()")
         engine.shutdown()
         with self.lock:
@@ -359,6 +378,28 @@ def default_scheduler() -> Scheduler:
             if s is None or s._engine.closed:
                 s = _default = Scheduler()
     return s
+
+
+def _after_fork_in_child():
+    """In the child process of a fork(): every scheduler made before it is closed for good
+    (its threads do not exist here; their locks and queues may be half-way through a change),
+    and the default scheduler is made anew on next use. Nothing of the parent's schedulers is
+    joined, drained or shut down here."""
+    global _default, _default_lock
+    _default_lock = threading.Lock()  # a parent thread may have held it at the fork
+    _default = None
+    if next(_scheduler_numbers) > 1:  # schedulers were made before the fork
+        runs.after_fork = True
+    core._after_fork_child()  # every engine still attached to the trace machinery
+    for engine in list(_by_engine.keys()):  # and the closed ones too
+        engine._mark_forked()
+    for s in list(_live):
+        s._finalizer.detach()
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -72,7 +72,7 @@ def test_the_cli_and_the_dask_backend_do_not_import_cffi():
 
 def test_engine_owns_its_pool_and_reports_counters_after_shutdown():
     e = core.Engine(2, 999, 10, "<test engine>")
-    assert e.workers == 2 and not e.is_shutdown
+    assert e.workers == 2 and not e.is_shutdown and not e.forked
     assert e.stats() == [(0,) * core.NSTATS, (0,) * core.NSTATS]
     assert e.stats(1) == (0,) * core.NSTATS
     assert e.queued() == 0 and e.sleeping() == 0

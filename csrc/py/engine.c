@@ -7,6 +7,7 @@
 #include "tgpy.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 int tg_engine_add_run(EngineObject *e, RunObject *run) {
     pthread_mutex_lock(&e->mu);
@@ -120,6 +121,7 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     e->label = Py_NewRef(label);
     pthread_mutex_init(&e->mu, NULL);
     atomic_init(&e->closed, 0);
+    atomic_init(&e->forked, 0);
     tg_pool_set_idle_hooks(e->pool, tg_idle_begin, tg_idle_end);
     if (tg_trace_attach_engine(e) < 0) {
         Py_DECREF(e);
@@ -130,15 +132,19 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 /* Runs when the last of the Scheduler, the worker threads and the Runs lets go: every worker
  * thread has returned from work() (each holds the engine while it runs), so no thread is
- * inside the pool any more. */
+ * inside the pool any more. An engine made before fork() keeps its pool in the child: the
+ * parent's threads may have held its locks at the fork, and its queues may be half-written
+ * (docs/design/native.md, "fork"); the child's copy is leaked, deliberately. */
 static void engine_dealloc(EngineObject *e) {
-    tg_trace_engine_gone(e);
+    /* Relaxed: set once in the child by tg_engine_mark_forked, before any other thread ran. */
+    int forked = atomic_load_explicit(&e->forked, memory_order_relaxed);
+    if (!forked) tg_trace_engine_gone(e);
     if (e->workers) {
         for (int i = 0; i < e->nworkers; i++) PyMem_RawFree(e->workers[i].frames);
         free(e->workers);
-        pthread_mutex_destroy(&e->mu);
+        if (!forked) pthread_mutex_destroy(&e->mu);
     }
-    if (e->pool) tg_pool_free(e->pool);
+    if (e->pool && !forked) tg_pool_free(e->pool);
     e->pool = NULL;
     Py_CLEAR(e->label);
     Py_CLEAR(e->broken);
@@ -192,6 +198,31 @@ static PyObject *engine_submit(EngineObject *e, PyObject *args) {
     return claimed < 0 ? NULL : PyLong_FromSsize_t(claimed);
 }
 
+/* Raises SchedulerClosedError for an engine made before fork(), used in the child; NULL. */
+static PyObject *forked_error(EngineObject *e) {
+    return PyErr_Format(TG.SchedulerClosedError,
+                        "%U was made before fork(): its worker threads do not exist in this "
+                        "child process (pid %ld), so it cannot run anything here; make a new "
+                        "Scheduler in the child (the default scheduler is made anew on its own)",
+                        e->label, (long)getpid());
+}
+
+static int is_forked(EngineObject *e) {
+    /* Relaxed: set once in the child by tg_engine_mark_forked, before any other thread ran. */
+    return atomic_load_explicit(&e->forked, memory_order_relaxed);
+}
+
+/* drain(): after the pool shut down and every worker thread returned: finishes every task
+ * left in a queue as cancelled (and, through them, what was waiting for them). */
+static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    if (is_forked(e)) return forked_error(e); /* half-written queues of threads that are gone */
+    tg_task *t;
+    while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
+    tg_trace_engine_gone(e);
+    Py_RETURN_NONE;
+}
+
 /* begin_close(reason): marks the engine closed and cancels its active runs with reason.
  * False if it was closed already. */
 static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
@@ -199,6 +230,7 @@ static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
         PyErr_SetString(PyExc_TypeError, "begin_close(reason) needs a str");
         return NULL;
     }
+    if (is_forked(e)) Py_RETURN_FALSE; /* closed already (tg_engine_mark_forked); never locked */
     pthread_mutex_lock(&e->mu);
     int was = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
     /* Release: pairs with the acquire in cancel_error (worker.c). */
@@ -215,20 +247,11 @@ static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
     return PyBool_FromLong(!was);
 }
 
-/* drain(): after the pool shut down and every worker thread returned: finishes every task
- * left in a queue as cancelled (and, through them, what was waiting for them). */
-static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
-    (void)unused;
-    tg_task *t;
-    while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
-    tg_trace_engine_gone(e);
-    Py_RETURN_NONE;
-}
-
 /* shutdown(): the pool refuses new work and every worker returns from work() once its own
  * deque is empty (tg_pool_shutdown). Idempotent. */
 static PyObject *engine_shutdown(EngineObject *e, PyObject *unused) {
     (void)unused;
+    if (is_forked(e)) return forked_error(e); /* its locks may be held by a thread that is gone */
     Py_BEGIN_ALLOW_THREADS /* takes the pool's locks: never block a collection meanwhile */
     tg_pool_shutdown(e->pool);
     Py_END_ALLOW_THREADS
@@ -298,6 +321,42 @@ static PyObject *engine_get_is_shutdown(EngineObject *e, void *c) {
     return PyBool_FromLong(tg_pool_is_shutdown(e->pool));
 }
 
+static PyObject *engine_get_forked(EngineObject *e, void *c) {
+    (void)c;
+    return PyBool_FromLong(is_forked(e));
+}
+
+int tg_engine_check_owner(NodeObject *n) {
+    /* Relaxed: written once by the claim, before the node could be waited for (tgpy.h). The
+     * owner is alive while the node is unfinished: its run is live, so the engine's list of
+     * active runs holds the run, which holds the engine. */
+    EngineObject *e = (EngineObject *)atomic_load_explicit(&n->owner, memory_order_relaxed);
+    if (!e || tg_task_state(&n->t) >= TG_DONE || !is_forked(e)) return 0;
+    PyObject *key = tg_node_key(n);
+    if (key) {
+        PyErr_Format(TG.SchedulerClosedError,
+                     "node %U belongs to a compute of %U, made before fork(): it cannot run or "
+                     "finish in this child process (pid %ld); build the graph again here",
+                     key, e->label, (long)getpid());
+        Py_DECREF(key);
+    }
+    return -1;
+}
+
+void tg_engine_mark_forked(EngineObject *e) {
+    /* Relaxed: the child has one thread until the after-fork hooks return. */
+    atomic_store_explicit(&e->forked, 1, memory_order_relaxed);
+    /* Release: pairs with the acquire loads of closed (the `closed` property, cancel_error). */
+    atomic_store_explicit(&e->closed, 1, memory_order_release);
+}
+
+/* _mark_forked(): in a child process after fork(), from taskgraph.scheduler's hook. */
+static PyObject *engine_mark_forked(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    tg_engine_mark_forked(e);
+    Py_RETURN_NONE;
+}
+
 static PyObject *engine_get_closed(EngineObject *e, void *c) {
     (void)c;
     return PyBool_FromLong(atomic_load_explicit(&e->closed, memory_order_acquire)); /* see close */
@@ -315,6 +374,8 @@ static PyObject *engine_break(EngineObject *e, PyObject *reason) {
 
 static PyObject *engine_get_broken(EngineObject *e, void *c) {
     (void)c;
+    if (is_forked(e)) /* its lock may be held by a thread that is gone; nothing writes it now */
+        return Py_NewRef(e->broken ? e->broken : Py_None);
     pthread_mutex_lock(&e->mu);
     PyObject *b = Py_XNewRef(e->broken);
     pthread_mutex_unlock(&e->mu);
@@ -342,10 +403,14 @@ static PyMethodDef engine_methods[] = {
      "drain(): finishes what is left in the queues as cancelled (after the workers stopped)."},
     {"shutdown", (PyCFunction)engine_shutdown, METH_NOARGS,
      "shutdown(): the pool refuses new work; each worker's work() returns once its own queue "
-     "is empty; parked workers wake. Idempotent."},
+     "is empty; parked workers wake. Idempotent. SchedulerClosedError in a child process for "
+     "an engine made before fork()."},
     {"stats", (PyCFunction)(void (*)(void))engine_stats, METH_FASTCALL,
      "stats(i) -> worker i's counters (tuple, in the order of STAT_NAMES; IndexError for no "
      "such worker); stats() -> a list of every worker's. Any thread, after shutdown too."},
+    {"_mark_forked", (PyCFunction)engine_mark_forked, METH_NOARGS,
+     "_mark_forked(): in a child process after fork() only: this engine, made before the "
+     "fork, is closed for good (its threads are gone; nothing of it is touched again)."},
     {"queued", (PyCFunction)engine_queued, METH_NOARGS,
      "queued() -> approximate number of queued tasks (all deques and the injector)."},
     {"sleeping", (PyCFunction)engine_sleeping, METH_NOARGS,
@@ -358,6 +423,8 @@ static PyGetSetDef engine_getset[] = {
     {"broken", (getter)engine_get_broken, NULL, "Why it is broken (str), or None.", NULL},
     {"active_runs", (getter)engine_get_active, NULL, "Runs not ended yet.", NULL},
     {"is_shutdown", (getter)engine_get_is_shutdown, NULL, "Whether shutdown() was called.", NULL},
+    {"forked", (getter)engine_get_forked, NULL,
+     "True in a child process for an engine made before fork() (closed there).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

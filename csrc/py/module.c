@@ -235,6 +235,22 @@ static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     return PyLong_FromLongLong(tg_live_runs());
 }
 
+static PyObject *check_owner(PyObject *mod, PyObject *node) {
+    (void)mod;
+    if (!Node_Check(node)) {
+        PyErr_SetString(PyExc_TypeError, "_check_owner needs a Node");
+        return NULL;
+    }
+    if (tg_engine_check_owner((NodeObject *)node) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *after_fork_child(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    tg_trace_after_fork_child();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"clock_origin", tg_py_clock_origin, METH_NOARGS,
      "clock_origin() -> (ticks, ns): the pair taken when the module was loaded (trace.h)."},
@@ -246,6 +262,12 @@ static PyMethodDef methods[] = {
     {"trace_gc_phase", tg_py_trace_gc_phase, METH_O,
      "trace_gc_phase(starting): a collection starts (True) or ends (False); the recorders "
      "subtract collections from the tasks' own time."},
+    {"_check_owner", check_owner, METH_O,
+     "_check_owner(node): SchedulerClosedError if node is unfinished and belongs to a compute "
+     "of a scheduler made before fork() (it can never finish in this child process)."},
+    {"_after_fork_child", after_fork_child, METH_NOARGS,
+     "In a child process after fork() (taskgraph.scheduler's hook): every engine made before "
+     "the fork is closed for good there (Engine.forked) and the trace lock is reset."},
     {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Registers the exception classes and the Python functions the C code calls back."},
     {"scan", scan, METH_O, "scan(obj) -> list of the Nodes inside obj (nested structures)."},

@@ -386,3 +386,21 @@ PyObject *tg_py_trace_gc_phase(PyObject *mod, PyObject *starting) {
     tg_trace_gc_phase(on);
     Py_RETURN_NONE;
 }
+
+/* ---------------------------------------------------------------- fork */
+
+void tg_trace_after_fork_child(void) {
+    /* The only thread of the child: the parent's threads are gone, and one of them may have
+     * held trace_mu at the fork. Every engine alive now was made before the fork. */
+    pthread_mutex_init(&trace_mu, NULL);
+    for (EngineObject *e = live_engines, *next; e; e = next) {
+        next = e->live_next;
+        e->live_prev = e->live_next = NULL;
+        e->live = 0;
+        for (int i = 0; i < e->nworkers; i++)
+            /* Relaxed: one thread; no worker of this engine runs in the child. */
+            atomic_store_explicit(&e->workers[i].rec, NULL, memory_order_relaxed);
+        tg_engine_mark_forked(e);
+    }
+    live_engines = NULL;
+}
