@@ -375,11 +375,12 @@ def test_a_scheduler_dropped_by_its_own_task_shuts_down_without_joining_itself()
 
 
 def test_default_scheduler_and_with_blocks_still_work_after_dropped_ones():
-    for i in range(3):
-        tg.Scheduler(1)  # dropped at once
+    numbers = [tg.Scheduler(1).number for _ in range(3)]  # each dropped at once
+    gc.collect()
     with tg.Scheduler(2) as s:
         assert s.compute(fib(10)) == 55
     assert tg.compute(fib(10)) == 55
+    _wait_until(lambda: not any(_threads_of(n) for n in numbers), "the dropped schedulers' workers")
 
 
 # ---------------------------------------------------------------------- fork()
