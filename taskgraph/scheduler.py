@@ -3,8 +3,8 @@
 The extension's Engine (csrc/py/engine.c) owns the pool (it creates it, shuts it down, reads
 its counters and frees it) and does everything per task (worker.c). Python starts and joins
 the threads, and ends the schedulers nobody closed: one dropped without close() (a weakref
-finalizer, as concurrent.futures does) and, in a child process after fork(), every scheduler
-made before the fork (os.register_at_fork)."""
+callback as in concurrent.futures, written in C: Engine._dropped) and, in a child process
+after fork(), every scheduler made before the fork (os.register_at_fork)."""
 from __future__ import annotations
 
 import atexit
@@ -113,24 +113,24 @@ class Scheduler:
         # compute() or stats()). MemoryError if it cannot be made.
         self._engine = core.Engine(workers, self.number, max_help_depth, label)
         self._close_lock = threading.Lock()
-        # What the threads, close() and the finalizer share: no reference to self, so that a
-        # scheduler nobody closed can be collected (and its finalizer shut it down).
-        self._life = life = _Life(self._engine)
-        life.threads = [threading.Thread(target=_worker_main, args=(self._engine, i, life),
-                                         name=f"taskgraph-{self.number}-w{i}", daemon=True)
-                        for i in range(workers)]
-        self._threads = life.threads
-        self._finalizer = weakref.finalize(self, _Life.abandon, life)
-        self._finalizer.atexit = False  # at exit, _close_all closes what is still open
+        # The threads hold a weak reference only, so a scheduler nobody closed is collected;
+        # its callback (C, never joins) then shuts it down, and the last worker to leave
+        # drains the queues. The threads keep the weakref alive (a weakref that dies with its
+        # referent, as garbage, would never call back).
+        me = weakref.ref(self, self._engine._dropped)
+        self._threads = [threading.Thread(target=_worker_main, args=(self._engine, i, me),
+                                          name=f"taskgraph-{self.number}-w{i}", daemon=True)
+                         for i in range(workers)]
         _by_engine[self._engine] = self
         started = []
         try:
-            for th in life.threads:
+            for th in self._threads:
                 th.start()
                 started.append(th)
         except BaseException:
-            life.threads = self._threads = started
-            self._finalizer()
+            self._threads = started
+            self._engine._set_threads(len(started))
+            self._engine._dropped(None)  # as if dropped: the started ones leave and drain
             raise
         _live.add(self)
 
@@ -247,10 +247,9 @@ class Scheduler:
                 sys.stderr.write(f"taskgraph: {self!r}: tasks still running at exit on "
                                  f"{', '.join(running)}; leaving them\n")
                 return
-            # Every worker has returned: what is left in the queues is cancelled, once (by the
-            # first close to get here; one interrupted before may not have).
-            self._life.drain_once()
-            self._finalizer.detach()
+            # Every worker has returned: what is left in the queues is cancelled (drain() acts
+            # once: a close interrupted before may not have got here).
+            self._engine.drain()
             _live.discard(self)
 
     def _check_open(self):
@@ -265,85 +264,38 @@ class Scheduler:
         if self._engine.closed:
             raise SchedulerClosedError(f"{self!r} is closed")
 
+    def _worker_stopped(self, index):
+        """Worker thread `index` stopped with an error (the engine is broken already): the
+        others stop too, and what is left in the queues is cancelled, so that nothing waits
+        forever. Runs on the stopped worker's thread."""
+        self._engine.shutdown()
+        me = threading.current_thread()
+        for th in self._threads:
+            if th is not me:
+                th.join()
+        # Every other worker has returned, and this one has returned from work().
+        self._engine.drain()
+
     def _compute_nodes(self, nodes, timeout=None, progress=False):
         self._check_open()
         return compute_nodes(self, nodes, timeout, progress)
 
 
-class _Life:
-    """How one scheduler's workers end, shared by its worker threads, close() and its
-    finalizer. It holds no reference to the Scheduler, so a scheduler nobody closed can be
-    collected: its finalizer (``abandon``) then shuts the pool down, and the last worker to
-    leave drains the queues. Whoever drains, drains once (``drain_once``)."""
-
-    __slots__ = ("engine", "threads", "lock", "exited", "drained", "orphaned")
-
-    def __init__(self, engine):
-        self.engine = engine
-        self.threads = []
-        self.lock = threading.Lock()
-        self.exited = 0         # workers that have returned from engine.work() for good
-        self.drained = False
-        self.orphaned = False   # the Scheduler was dropped without close()
-
-    def drain_once(self):
-        """Finishes what is left in the queues as cancelled (and, through them, what waits for
-        them); only the first call does anything. Every worker must have returned."""
-        with self.lock:
-            if self.drained:
-                return
-            self.drained = True
-        self.engine.drain()
-
-    def worker_exited(self):
-        """A worker thread is leaving: the last one drains, if the scheduler was dropped."""
-        with self.lock:
-            self.exited += 1
-            last = self.exited == len(self.threads)
-            orphaned = self.orphaned
-        if last and orphaned:
-            self.drain_once()
-
-    def abandon(self):
-        """The Scheduler was garbage collected without close() (its weakref finalizer; may run
-        on any thread, one of its own workers included, so it never joins): cancels its runs
-        and shuts the pool down, so that the workers exit once their running tasks end; the
-        last of them drains the queues (this call does, if none is left)."""
-        engine = self.engine
-        if engine.forked:  # in a child process: nothing of it runs here
-            return
-        engine.begin_close(f"{engine.label} was dropped without close()")
-        engine.shutdown()
-        with self.lock:
-            self.orphaned = True
-            gone = self.exited == len(self.threads)
-        if gone:
-            self.drain_once()
-
-    def worker_stopped(self, index):
-        """Worker thread `index` stopped with an error (the engine is broken already): the
-        others stop too, and what is left in the queues is cancelled, so that nothing waits
-        forever. Runs on the stopped worker's thread."""
-        self.engine.shutdown()
-        me = threading.current_thread()
-        for th in self.threads:
-            if th is not me:
-                th.join()
-        # Every other worker has returned, and this one has returned from work().
-        self.drain_once()
-
-
-def _worker_main(engine, index, life):
+def _worker_main(engine, index, ref):
     """A worker thread's life. Running a task never fails, so work() returns only when the pool
     shuts down, unless the worker itself fails (injected in the tests): the scheduler is then
-    broken, like a BrokenThreadPool."""
+    broken, like a BrokenThreadPool. If the scheduler is gone, its weakref callback has shut
+    the pool down: the last worker to leave drains (Engine._worker_exited)."""
     try:
         engine.work(index)
     except BaseException as e:
         engine.break_(f"worker {index} of {engine.label} stopped: {type(e).__name__}: {e}")
-        life.worker_stopped(index)
+        s = ref()
+        if s is not None:
+            s._worker_stopped(index)
+        del s
     finally:
-        life.worker_exited()
+        engine._worker_exited()
 
 
 # ---------------------------------------------------------------------- module-level state
@@ -393,8 +345,6 @@ def _after_fork_in_child():
     core._after_fork_child()  # every engine still attached to the trace machinery
     for engine in list(_by_engine.keys()):  # and the closed ones too
         engine._mark_forked()
-    for s in list(_live):
-        s._finalizer.detach()
     _live.clear()
 
 

@@ -118,6 +118,7 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     e->nworkers = nworkers;
     e->number = number;
     e->max_help_depth = depth;
+    e->nthreads = nworkers;
     e->label = Py_NewRef(label);
     pthread_mutex_init(&e->mu, NULL);
     atomic_init(&e->closed, 0);
@@ -213,13 +214,74 @@ static int is_forked(EngineObject *e) {
 }
 
 /* drain(): after the pool shut down and every worker thread returned: finishes every task
- * left in a queue as cancelled (and, through them, what was waiting for them). */
+ * left in a queue as cancelled (and, through them, what was waiting for them). Only the first
+ * call drains (close(), the last worker of a dropped scheduler, a stopped worker: whoever
+ * comes first); the others return at once. */
 static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
     (void)unused;
     if (is_forked(e)) return forked_error(e); /* half-written queues of threads that are gone */
+    pthread_mutex_lock(&e->mu);
+    int first = !e->drained;
+    e->drained = 1;
+    pthread_mutex_unlock(&e->mu);
+    if (!first) Py_RETURN_NONE;
     tg_task *t;
     while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
     tg_trace_engine_gone(e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *engine_begin_close(EngineObject *e, PyObject *reason);
+
+/* _dropped(ref): the weakref callback of a Scheduler garbage collected without close(), as
+ * ThreadPoolExecutor's: cancels the runs, shuts the pool down (the workers leave once their
+ * running tasks end) and marks the engine orphaned, so that the last worker to leave drains
+ * the queues (this call does, if none is left). All in C, so no Python code runs at the
+ * collection (a pending KeyboardInterrupt is not swallowed there); it never joins, since it
+ * may run on one of the engine's own workers. A no-op for an engine made before fork(). */
+static PyObject *engine_dropped(EngineObject *e, PyObject *ref) {
+    (void)ref;
+    if (is_forked(e)) Py_RETURN_NONE;
+    PyObject *reason = PyUnicode_FromFormat("%U was dropped without close()", e->label);
+    PyObject *r = reason ? engine_begin_close(e, reason) : NULL;
+    Py_XDECREF(reason);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_BEGIN_ALLOW_THREADS /* takes the pool's locks: never block a collection meanwhile */
+    tg_pool_shutdown(e->pool);
+    Py_END_ALLOW_THREADS
+    pthread_mutex_lock(&e->mu);
+    e->orphaned = 1;
+    int gone = e->exited >= e->nthreads;
+    pthread_mutex_unlock(&e->mu);
+    if (gone) return engine_drain(e, NULL);
+    Py_RETURN_NONE;
+}
+
+/* _worker_exited(): a worker thread has returned from work() for good; the last one drains
+ * the queues if the Scheduler was dropped. */
+static PyObject *engine_worker_exited(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    pthread_mutex_lock(&e->mu);
+    e->exited++;
+    int last = e->orphaned && e->exited >= e->nthreads;
+    pthread_mutex_unlock(&e->mu);
+    if (last) return engine_drain(e, NULL);
+    Py_RETURN_NONE;
+}
+
+/* _set_threads(k): only k worker threads were started (the others failed to start). */
+static PyObject *engine_set_threads(EngineObject *e, PyObject *arg) {
+    int k = tg_long_as_int(arg);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0 || k > e->nworkers) {
+        PyErr_Format(PyExc_ValueError, "_set_threads(%d): %U has %d workers", k, e->label,
+                     e->nworkers);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->nthreads = k;
+    pthread_mutex_unlock(&e->mu);
     Py_RETURN_NONE;
 }
 
@@ -400,7 +462,16 @@ static PyMethodDef engine_methods[] = {
     {"break_", (PyCFunction)engine_break, METH_O,
      "break_(reason): marks the engine broken: its runs are cancelled, new ones refused."},
     {"drain", (PyCFunction)engine_drain, METH_NOARGS,
-     "drain(): finishes what is left in the queues as cancelled (after the workers stopped)."},
+     "drain(): finishes what is left in the queues as cancelled (after the workers stopped); "
+     "only the first call drains."},
+    {"_dropped", (PyCFunction)engine_dropped, METH_O,
+     "_dropped(ref): weakref callback of a Scheduler dropped without close(): cancels its "
+     "runs and shuts its pool down; the last worker to leave drains the queues. Never joins."},
+    {"_worker_exited", (PyCFunction)engine_worker_exited, METH_NOARGS,
+     "_worker_exited(): a worker thread left work() for good (drains if it is the last one "
+     "of a dropped scheduler)."},
+    {"_set_threads", (PyCFunction)engine_set_threads, METH_O,
+     "_set_threads(k): only k worker threads were started."},
     {"shutdown", (PyCFunction)engine_shutdown, METH_NOARGS,
      "shutdown(): the pool refuses new work; each worker's work() returns once its own queue "
      "is empty; parked workers wake. Idempotent. SchedulerClosedError in a child process for "

@@ -215,6 +215,10 @@ struct EngineObject {
     EngineObject *live_prev, *live_next; /* the module's live engines (trace lock) */
     int live;
     _Atomic int forked;      /* in a child process: made before fork() (never used there) */
+    /* How the workers end (all under mu): threads expected to run work(), how many returned
+     * from it for good, whether the Scheduler was dropped without close() (the last worker
+     * to leave then drains), whether the queues were drained (once). */
+    int nthreads, exited, orphaned, drained;
 };
 
 extern PyTypeObject TG_EngineType;
