@@ -13,7 +13,7 @@ WRAP_OOM := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
 linkflags = $$( [ $$t = oom ] && echo '$(WRAP_OOM)' )
 BUILD := build
 
-.PHONY: setup dist test test-c sanitize sanitize-thread sanitize-address test-py test-parallel test-gil test-asan demo pictures bench bench-deps bench-quick clean
+.PHONY: setup dist test test-c sanitize sanitize-thread sanitize-address test-py test-core test-parallel test-gil test-asan demo pictures bench bench-deps bench-quick clean
 
 setup:
 	@bash tools/setup.sh
@@ -22,6 +22,7 @@ test: setup
 	@$(MAKE) --no-print-directory test-c
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory test-py
+	@$(MAKE) --no-print-directory test-core
 	@$(MAKE) --no-print-directory test-parallel
 	@$(MAKE) --no-print-directory test-gil
 	@$(MAKE) --no-print-directory test-asan
@@ -54,10 +55,25 @@ sanitize-address: | $(BUILD)
 	  TG_SANITIZED=1 ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" timeout 900 ./$(BUILD)/asan_$$t || exit 1; \
 	done
 
-# Python tests on the free-threaded interpreter (GIL off).
+# Python tests on the free-threaded interpreter (GIL off): the plain venv interpreter, no
+# flag, no PYTHON_GIL. tests/core is left out there (see test-core); the session fails if the
+# GIL was turned on during it (tests/conftest.py).
 test-py:
 	@echo "== Python tests, free-threaded ($$($(PY) -c 'import sys; print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled())'))"
 	@TASKGRAPH_REQUIRE_DASK=1 $(PY) -m pytest -q -rs -p no:cacheprovider
+
+# The checks of the C core driven from Python (tests/core): a test-only cffi binding compiled
+# from csrc/ in cffi's API mode against the real headers, its declarations read from them
+# (tests/core/_binding.py; built once into build/cffi-core-<interpreter>/). Importing cffi
+# 1.17 turns the GIL on in 3.13t unless it is forced off, so on the free-threaded interpreter
+# they run in a session of their own with -X gil=0; then on the GIL build.
+test-core:
+	@echo "== C core through the test-only cffi binding, free-threaded (-X gil=0)"
+	@$(PY) -X gil=0 -m pytest -q -p no:cacheprovider tests/core
+	@if [ -x $(GILPY) ]; then \
+	  echo "== C core through the test-only cffi binding, GIL build ($$($(GILPY) -V))"; \
+	  $(GILPY) -m pytest -q -p no:cacheprovider tests/core; \
+	fi
 
 # The same tests again, each run by 4 threads at once (pytest-run-parallel), free-threaded:
 # races between computes, schedulers and nodes of different threads. Tests marked

@@ -1,8 +1,7 @@
 # The C extension taskgraph._core: the scheduler core (csrc/*.c, plain C11) and the per-task
-# path written against the CPython C API (csrc/py/*.c), in one shared object. cffi binds the
-# core's non-per-task functions from that same object at run time (taskgraph/_native.py,
-# ABI mode), so there is one copy of the core per process. Everything else is in
-# pyproject.toml.
+# path written against the CPython C API (csrc/py/*.c), in one shared object: the package's
+# only binding of the core (docs/design/native.md). The tests' cffi binding of the core is
+# built by tests/core/_binding.py. Everything else is in pyproject.toml.
 import glob
 import os
 

@@ -1,18 +1,31 @@
-"""Cost of the C deque through the cffi binding, against collections.deque.
+"""Cost of the C deque through the test-only cffi binding (tests/core/_binding.py: the core
+compiled in cffi's API mode), against collections.deque.
 
 Prints nanoseconds per operation for:
   push+pop      owner pushes one item and pops it back (one thread);
   push->steal   one thread pushes N items while another steals them (two threads);
 and the same loops with collections.deque (append/pop, append/popleft). Each figure is the
-median of 5 runs; min and max are shown. Usage: python benchmarks/deque_binding.py [N]
+median of 5 runs; min and max are shown. Usage: python -X gil=0 benchmarks/deque_binding.py [N]
+(importing cffi 1.17 turns the GIL on in CPython 3.13t unless it is forced off).
 """
 import collections
+import os
 import statistics
 import sys
 import threading
 import time
 
-from taskgraph._native import core, ffi, gil_enabled, lib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "core"))
+import _binding  # noqa: E402
+
+_mod = _binding.build(_binding.default_build_dir())
+ffi, lib = _mod.ffi, _mod.lib
+
+
+def gil_enabled():
+    probe = getattr(sys, "_is_gil_enabled", None)
+    return True if probe is None else probe()
 
 
 def push_pop_c(n):
@@ -44,7 +57,7 @@ def push_steal_c(n):
 
     def thief():
         out = ffi.new("uint64_t *")
-        steal, ok = lib.tg_deque_steal, core.STEAL_OK
+        steal, ok = lib.tg_deque_steal, lib.TG_OK
         k = 0
         while k < n:
             if steal(d, out) == ok:
@@ -98,7 +111,7 @@ def measure(fn, n, runs=5):
 
 def main(argv):
     n = int(argv[1]) if len(argv) > 1 else 200_000
-    print(f"deque through cffi vs collections.deque: {n} items, median of 5 "
+    print(f"deque through the test cffi binding vs collections.deque: {n} items, median of 5 "
           f"(Python {sys.version.split()[0]}, GIL enabled: {gil_enabled()})")
     rows = [
         ("push+pop (1 thread)", push_pop_c, push_pop_py),

@@ -63,12 +63,12 @@ CATEGORIES = [
 
 
 def python_cmd():
-    """The real interpreter (valgrind cannot follow the venv's launcher) and its sys.path."""
+    """The real interpreter behind the venv's symlink, and the venv's sys.path."""
     py = sys.executable
     real = os.path.realpath(getattr(sys, "_base_executable", py))
     import site
     path = os.pathsep.join(site.getsitepackages() + [ROOT, HERE])
-    return [real, "-X", "gil=0"], path
+    return [real], path
 
 
 def run(setup, body, n, tmp):

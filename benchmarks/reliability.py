@@ -31,7 +31,6 @@ import time
 
 import taskgraph as tg
 from _common import write_results
-from taskgraph._native import lib
 
 
 # ---------------------------------------------------------------------- 1. cancel
@@ -177,7 +176,7 @@ def wake_figure(rounds):
         th = threading.Thread(target=submitter)
         th.start()
         for _ in range(rounds):
-            while lib.tg_pool_sleeping(s._pool) != s.workers:
+            while s._engine.sleeping() != s.workers:
                 time.sleep(0.0002)
             t0 = time.perf_counter()
             go.set()

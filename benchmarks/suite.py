@@ -497,11 +497,14 @@ class _TgOnly:
 
 
 def _versions():
+    """Versions of taskgraph and the peers, read from the installed metadata: nothing is
+    imported here (importing cffi, say, would turn the GIL on in CPython 3.13t)."""
+    from importlib import metadata
     out = {"taskgraph": tg.__version__}
-    for mod in ("cffi", "dask", "joblib", "msgpack", "cloudpickle"):
+    for dist in ("dask", "joblib", "msgpack", "cloudpickle"):
         try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - optional
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:  # optional
             pass
     return out
 

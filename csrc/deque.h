@@ -10,8 +10,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "api.h"
-
 /* Result of tg_deque_pop / tg_deque_steal: never an overloaded sentinel item. */
 typedef enum {
     TG_OK = 0,    /* an item was taken and written to *out */
@@ -24,18 +22,18 @@ typedef struct tg_deque tg_deque;
 
 /* A new deque whose ring buffer starts with initial_capacity slots (rounded up to a power of
  * two, at least 2). Returns NULL when out of memory. */
-TG_API tg_deque *tg_deque_new(int64_t initial_capacity);
+tg_deque *tg_deque_new(int64_t initial_capacity);
 /* Frees the deque and every buffer it ever used. No other thread may be using it. */
-TG_API void tg_deque_free(tg_deque *d);
+void tg_deque_free(tg_deque *d);
 /* Owner only. Returns 0, or -1 when the buffer could not grow (out of memory; item not added). */
-TG_API int tg_deque_push(tg_deque *d, uint64_t item);
+int tg_deque_push(tg_deque *d, uint64_t item);
 /* Owner only: takes the most recently pushed item (LIFO). TG_OK or TG_EMPTY. */
-TG_API tg_status tg_deque_pop(tg_deque *d, uint64_t *out);
+tg_status tg_deque_pop(tg_deque *d, uint64_t *out);
 /* Any thread: takes the oldest item (FIFO). TG_OK, TG_EMPTY or TG_RETRY. */
-TG_API tg_status tg_deque_steal(tg_deque *d, uint64_t *out);
+tg_status tg_deque_steal(tg_deque *d, uint64_t *out);
 /* Approximate number of items (exact when no other thread is acting). */
-TG_API int64_t tg_deque_size(tg_deque *d);
+int64_t tg_deque_size(tg_deque *d);
 /* Current ring-buffer capacity (for tests of growth). */
-TG_API int64_t tg_deque_capacity(tg_deque *d);
+int64_t tg_deque_capacity(tg_deque *d);
 
 #endif

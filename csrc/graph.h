@@ -16,8 +16,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "api.h"
-
 typedef enum {
     TG_NEW = 0,       /* built, not submitted to any run */
     TG_PENDING = 1,   /* submitted, waiting for predecessors */
@@ -146,6 +144,6 @@ int tg_run_is_cancelled(const tg_run *r);
 /* Claimed tasks of the run not finished yet (an estimate while the run is live). */
 int64_t tg_run_live(const tg_run *r);
 /* Human-readable name of a state ("invalid" outside the enum). */
-TG_API const char *tg_state_name(int state);
+const char *tg_state_name(int state);
 
 #endif

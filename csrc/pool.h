@@ -49,18 +49,18 @@ typedef enum {
 typedef void (*tg_idle_fn)(void *ctx);
 
 /* A pool for nworkers workers (1..4096). NULL when out of memory or nworkers is invalid. */
-TG_API tg_pool *tg_pool_new(int nworkers);
+tg_pool *tg_pool_new(int nworkers);
 /* Frees the pool. Every worker must have returned from tg_pool_find for good. */
-TG_API void tg_pool_free(tg_pool *p);
+void tg_pool_free(tg_pool *p);
 /* From now on tg_pool_find returns TG_FIND_SHUTDOWN once the worker's own deque is empty
  * (what is left in other queues stays for tg_pool_drain), injections are refused, and every
  * parked worker wakes. Idempotent. */
-TG_API void tg_pool_shutdown(tg_pool *p);
-TG_API int tg_pool_is_shutdown(const tg_pool *p);
-TG_API int tg_pool_workers(const tg_pool *p);
+void tg_pool_shutdown(tg_pool *p);
+int tg_pool_is_shutdown(const tg_pool *p);
+int tg_pool_workers(const tg_pool *p);
 /* How many workers are parked waiting for new work right now (a snapshot, for tests and
  * tools: the no-lost-wake-up test waits until every worker sleeps before it submits). */
-TG_API int tg_pool_sleeping(tg_pool *p);
+int tg_pool_sleeping(tg_pool *p);
 void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end);
 /* Tests only: probe(ctx, w) is called by a worker about to park, after it has registered as a
  * sleeper and before it re-checks the queues (docs/design/sleep.md); a test holds it there to
@@ -116,8 +116,8 @@ tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ct
  * tg_pool_finish(p, 0, ...)), or returns 0 when nothing is left. Single-threaded. */
 int tg_pool_drain(tg_pool *p, tg_task **out);
 /* Copies worker w's counters into out[0..TG_NSTATS-1]. Any thread. */
-TG_API void tg_pool_stats(tg_pool *p, int w, int64_t *out);
+void tg_pool_stats(tg_pool *p, int w, int64_t *out);
 /* Approximate number of queued tasks (all deques and the injector). */
-TG_API int64_t tg_pool_queued(tg_pool *p);
+int64_t tg_pool_queued(tg_pool *p);
 
 #endif

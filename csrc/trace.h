@@ -1,6 +1,6 @@
 /* Execution-trace buffers: one per worker per trace, appended to by that worker only (the
- * observer in csrc/py/recorder.c), read through cffi after the trace has closed
- * (taskgraph/trace.py). Plain numbers only: the Python face keeps the names and error texts
+ * observer in csrc/py/recorder.c), read after the trace has closed (Recorder.records(),
+ * taskgraph/trace.py). Plain numbers only: the Python face keeps the names and error texts
  * in a table of its own and stores their indices here.
  *
  * The layout of a record is described once, here: tg_trace_rec_format() gives it as a Python
@@ -37,8 +37,8 @@ typedef struct {
     tg_trace_rec *next, *end; /* free room in the current chunk */
 } tg_tracebuf_head;
 
-TG_API tg_tracebuf *tg_tracebuf_new(void);
-TG_API void tg_tracebuf_free(tg_tracebuf *b);
+tg_tracebuf *tg_tracebuf_new(void);
+void tg_tracebuf_free(tg_tracebuf *b);
 /* Room for a new record at the end (its fields are the caller's to fill, all of them), or
  * NULL when out of memory (the record is then dropped and counted in tg_tracebuf_dropped).
  * Owner thread only. */
@@ -50,19 +50,19 @@ static inline tg_trace_rec *tg_tracebuf_append(tg_tracebuf *b) {
 /* Appends n key numbers to the id array and gives their offset: 0, or -1 when out of memory.
  * Owner thread only. */
 int tg_tracebuf_add_ids(tg_tracebuf *b, const uint64_t *ids, uint32_t n, uint32_t *off);
-TG_API int64_t tg_tracebuf_count(const tg_tracebuf *b);
-TG_API int64_t tg_tracebuf_dropped(const tg_tracebuf *b);
+int64_t tg_tracebuf_count(const tg_tracebuf *b);
+int64_t tg_tracebuf_dropped(const tg_tracebuf *b);
 /* Copies records [first, first + n) into dst (n * sizeof(tg_trace_rec) bytes); returns how
  * many were copied. */
-TG_API int64_t tg_tracebuf_copy(const tg_tracebuf *b, int64_t first, int64_t n, void *dst);
-TG_API int64_t tg_tracebuf_nids(const tg_tracebuf *b);
+int64_t tg_tracebuf_copy(const tg_tracebuf *b, int64_t first, int64_t n, void *dst);
+int64_t tg_tracebuf_nids(const tg_tracebuf *b);
 /* Copies the whole id array into dst (tg_tracebuf_nids(b) * 8 bytes). */
-TG_API void tg_tracebuf_copy_ids(const tg_tracebuf *b, uint64_t *dst);
+void tg_tracebuf_copy_ids(const tg_tracebuf *b, uint64_t *dst);
 
 /* The record layout as a Python struct format ("<..."), its size, and the field names. */
-TG_API const char *tg_trace_rec_format(void);
-TG_API int tg_trace_rec_size(void);
-TG_API const char *tg_trace_rec_fields(void);
+const char *tg_trace_rec_format(void);
+int tg_trace_rec_size(void);
+const char *tg_trace_rec_fields(void);
 
 /* The clock of the records, in ticks: rdtsc on x86-64 when the kernel itself keeps time with
  * an invariant TSC (about 8 ns to read), else CLOCK_MONOTONIC in ns (about 23 ns through the
@@ -71,7 +71,7 @@ TG_API const char *tg_trace_rec_fields(void);
  * ns = ns0 + (ticks - ticks0) * (ns1 - ns0) / (ticks1 - ticks0). The ns are those of
  * time.monotonic_ns() and time.perf_counter_ns() on Linux. */
 extern int tg_clock_uses_tsc; /* set once by tg_clock_init, before any worker starts */
-TG_API int64_t tg_clock_mono_ns(void);
+int64_t tg_clock_mono_ns(void);
 static inline int64_t tg_clock_ticks(void) {
 #if defined(__x86_64__)
     if (tg_clock_uses_tsc) return (int64_t)__builtin_ia32_rdtsc();
@@ -80,15 +80,15 @@ static inline int64_t tg_clock_ticks(void) {
 }
 /* Decides the tick source and takes the origin pair (the extension calls it once, at load). */
 void tg_clock_init(void);
-TG_API int tg_clock_tsc(void);
-TG_API void tg_clock_origin(int64_t *ticks, int64_t *ns);
-TG_API void tg_clock_pair(int64_t *ticks, int64_t *ns);
+int tg_clock_tsc(void);
+void tg_clock_origin(int64_t *ticks, int64_t *ns);
+void tg_clock_pair(int64_t *ticks, int64_t *ns);
 
 /* Garbage collections while traces are open, in ticks: taskgraph/trace.py's gc callback
  * calls tg_trace_gc_phase(1) when a collection starts and (0) when it ends; the recorders
  * read the running total around each task. Collections stop every thread (and take the GIL
  * on GIL builds), so no task starts or ends during one. */
-TG_API void tg_trace_gc_phase(int starting);
+void tg_trace_gc_phase(int starting);
 extern _Atomic int64_t tg_gc_ticks_total;
 static inline int64_t tg_trace_gc_ticks(void) {
     /* Relaxed: a running total; a collection stops every thread, so the recorders read it

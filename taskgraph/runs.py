@@ -29,6 +29,27 @@ def check_timeout(timeout):
         raise ValueError(f"timeout must be a number >= 0 or None, got {timeout!r}")
 
 
+# Set in a child process after fork() if schedulers existed before it (scheduler.py's hook):
+# computes there first check that the graph has no unfinished node of the parent's runs.
+after_fork = False
+
+
+def refuse_nodes_of_runs_before_fork(nodes):
+    """In a child process after fork(): SchedulerClosedError if the lazy graph under nodes
+    reaches an unfinished node of a compute started before the fork (its scheduler's threads
+    are gone: it would never finish, and neither would what waits for it)."""
+    seen = set()
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n.done():
+            continue
+        seen.add(id(n))
+        core._check_owner(n)
+        if n.state == "new":
+            stack.extend(n.dependencies)
+
+
 def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=False):
     """Submits the lazy graph under nodes to sched as one run and waits until every node has
     finished. Returns the run (None when nothing had to run). Ctrl-C cancels the run and
@@ -38,6 +59,8 @@ def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=
     pending = [n for n in nodes if not n.done()]
     if not pending:
         return None
+    if after_fork:
+        refuse_nodes_of_runs_before_fork(pending)
     run = core.Run(sched._engine)
     bar = None
     if progress:

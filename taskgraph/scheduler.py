@@ -1,7 +1,10 @@
 """The Scheduler: a pool of worker threads over the C core, and the default scheduler.
 
-The pool is created, shut down and read (stats) through cffi; everything per task happens in
-the extension's Engine (csrc/py/engine.c, worker.c). Python starts and joins the threads."""
+The extension's Engine (csrc/py/engine.c) owns the pool (it creates it, shuts it down, reads
+its counters and frees it) and does everything per task (worker.c). Python starts and joins
+the threads, and ends the schedulers nobody closed: one dropped without close() (a weakref
+callback as in concurrent.futures, written in C: Engine._dropped) and, in a child process
+after fork(), every scheduler made before the fork (os.register_at_fork)."""
 from __future__ import annotations
 
 import atexit
@@ -13,8 +16,9 @@ import threading
 import time
 import weakref
 
-from taskgraph._native import core, ffi, lib
+from taskgraph._native import core
 from taskgraph.errors import BrokenSchedulerError, SchedulerClosedError, TaskgraphError
+from taskgraph import runs
 from taskgraph.runs import check_timeout, compute_nodes, raise_first_error
 from taskgraph.serial import run_serially
 
@@ -78,7 +82,15 @@ class Scheduler:
     cores is allowed (correct, but no faster). Use as a context manager, or call ``close()``.
 
     Threads: the workers are daemon threads named ``taskgraph-<n>-w<i>``. ``close()`` stops
-    and joins them; creating and closing schedulers leaves no thread behind.
+    and joins them; creating and closing schedulers leaves no thread behind. A scheduler
+    dropped without ``close()`` (garbage collected) shuts down like a ThreadPoolExecutor:
+    what was queued is cancelled, and its workers exit on their own once their running tasks
+    end (nothing waits for them).
+
+    ``fork()``: in the child process a scheduler made before the fork is closed (its threads
+    do not exist there): using it raises ``SchedulerClosedError`` saying so, and nodes of its
+    computes that had not finished raise it too when waited for. The default scheduler is made
+    anew in the child on first use.
     """
 
     def __init__(self, workers: int | None = None, *, max_help_depth: int = DEFAULT_MAX_HELP_DEPTH):
@@ -95,24 +107,31 @@ class Scheduler:
         self.workers = workers
         self.max_help_depth = max_help_depth
         self.number = next(_scheduler_numbers)
-        pool = lib.tg_pool_new(workers)
-        if pool == ffi.NULL:
-            raise MemoryError(f"taskgraph: could not create a pool of {workers} workers")
-        # The pool is freed when the last of this object and the engine lets go of it: never
-        # under a concurrent compute() or stats().
-        self._pool = ffi.gc(pool, lib.tg_pool_free)
-        self._engine = core.Engine(int(ffi.cast("uintptr_t", pool)), self._pool, workers,
-                                   self.number, max_help_depth,
-                                   f"<taskgraph.Scheduler #{self.number} workers={workers}>")
+        label = f"<taskgraph.Scheduler #{self.number} workers={workers}>"
+        # The engine owns the pool: made here, freed when the engine goes, i.e. after this
+        # object, every worker thread and every Run let go of it (never under a concurrent
+        # compute() or stats()). MemoryError if it cannot be made.
+        self._engine = core.Engine(workers, self.number, max_help_depth, label)
         self._close_lock = threading.Lock()
-        self._drained = False  # close() has drained the queues (after every worker returned)
-        me = weakref.ref(self)  # the threads must not keep the scheduler alive
+        # The threads hold a weak reference only, so a scheduler nobody closed is collected;
+        # its callback (C, never joins) then shuts it down, and the last worker to leave
+        # drains the queues. The threads keep the weakref alive (a weakref that dies with its
+        # referent, as garbage, would never call back).
+        me = weakref.ref(self, self._engine._dropped)
         self._threads = [threading.Thread(target=_worker_main, args=(self._engine, i, me),
                                           name=f"taskgraph-{self.number}-w{i}", daemon=True)
                          for i in range(workers)]
         _by_engine[self._engine] = self
-        for th in self._threads:
-            th.start()
+        started = []
+        try:
+            for th in self._threads:
+                th.start()
+                started.append(th)
+        except BaseException:
+            self._threads = started
+            self._engine._set_threads(len(started))
+            self._engine._dropped(None)  # as if dropped: the started ones leave and drain
+            raise
         _live.add(self)
 
     def __repr__(self):
@@ -175,6 +194,8 @@ class Scheduler:
             if timeout is not None:
                 raise TaskgraphError("compute(timeout=...) inside a task is not supported: a "
                                      "join inside a worker cannot time out")
+            if runs.after_fork:
+                runs.refuse_nodes_of_runs_before_fork(nodes)
             for n in nodes:
                 n.exception()  # joins
         elif core.in_serial():
@@ -188,15 +209,10 @@ class Scheduler:
     def stats(self) -> list[dict]:
         """Per-worker counters since the scheduler started: one dict per worker with
         ``worker``, ``tasks_run``, ``spawned``, ``stolen``, ``steal_attempts``, ``injected``,
-        ``parks``. Any thread; works after close() too (the last values)."""
-        buf = ffi.new("int64_t[]", core.NSTATS)
-        out = []
-        for i in range(self.workers):
-            lib.tg_pool_stats(self._pool, i, buf)
-            d = {"worker": i}
-            d.update(zip(core.STAT_NAMES, buf))
-            out.append(d)
-        return out
+        ``parks``. Any thread, inside a task or outside; never raises; works after close()
+        (and, in a child process, on a scheduler made before fork()) with the last values."""
+        return [dict(worker=i, **dict(zip(core.STAT_NAMES, row)))
+                for i, row in enumerate(self._engine.stats())]
 
     def close(self):
         """Cancels everything not started, waits for the running tasks to finish, stops and
@@ -205,7 +221,8 @@ class Scheduler:
         raises SchedulerClosedError; nodes it finished keep their results; nodes it never
         ran raise CancelledError. Ctrl-C while close() waits for a running task raises
         KeyboardInterrupt at once: the scheduler is closed (nothing new starts) and calling
-        close() again finishes the job. Works on a broken scheduler too."""
+        close() again finishes the job. Works on a broken scheduler too. In a child process,
+        on a scheduler made before fork(): returns at once (it is closed there already)."""
         self._close(None)
 
     # ------------------------------------------------------------------ internals
@@ -215,9 +232,11 @@ class Scheduler:
             raise TaskgraphError(f"{self!r}.close() called from inside its own task "
                                  f"{node.key if node is not None else '?'}; it would wait for "
                                  "itself")
+        if self._engine.forked:  # its threads and locks belong to the parent process
+            return
         with self._close_lock:
             self._engine.begin_close(f"{self!r} was closed")
-            lib.tg_pool_shutdown(self._pool)
+            self._engine.shutdown()
             deadline = None if timeout is None else time.monotonic() + timeout
             for th in self._threads:  # in slices: Ctrl-C is seen at once
                 while th.is_alive() and (deadline is None or time.monotonic() < deadline):
@@ -228,12 +247,17 @@ class Scheduler:
                 sys.stderr.write(f"taskgraph: {self!r}: tasks still running at exit on "
                                  f"{', '.join(running)}; leaving them\n")
                 return
-            if not self._drained:  # the first close to get here (one interrupted before may not)
-                self._engine.drain()
-                self._drained = True
-                _live.discard(self)
+            # Every worker has returned: what is left in the queues is cancelled (drain() acts
+            # once: a close interrupted before may not have got here).
+            self._engine.drain()
+            _live.discard(self)
 
     def _check_open(self):
+        if self._engine.forked:  # checked first: the engine's lock may be held by a lost thread
+            raise SchedulerClosedError(
+                f"{self!r} was made before fork(): its worker threads do not exist in this child "
+                f"process (pid {os.getpid()}); make a new Scheduler here (the default scheduler "
+                "is made anew in the child on its own)")
         broken = self._engine.broken
         if broken is not None:
             raise BrokenSchedulerError(f"{self!r} is broken: {broken}")
@@ -244,13 +268,12 @@ class Scheduler:
         """Worker thread `index` stopped with an error (the engine is broken already): the
         others stop too, and what is left in the queues is cancelled, so that nothing waits
         forever. Runs on the stopped worker's thread."""
-        lib.tg_pool_shutdown(self._pool)
+        self._engine.shutdown()
         me = threading.current_thread()
         for th in self._threads:
             if th is not me:
                 th.join()
-        # Every other worker has returned; close() (which joins this thread before it drains)
-        # cannot drain at the same time.
+        # Every other worker has returned, and this one has returned from work().
         self._engine.drain()
 
     def _compute_nodes(self, nodes, timeout=None, progress=False):
@@ -261,7 +284,8 @@ class Scheduler:
 def _worker_main(engine, index, ref):
     """A worker thread's life. Running a task never fails, so work() returns only when the pool
     shuts down, unless the worker itself fails (injected in the tests): the scheduler is then
-    broken, like a BrokenThreadPool."""
+    broken, like a BrokenThreadPool. If the scheduler is gone, its weakref callback has shut
+    the pool down: the last worker to leave drains (Engine._worker_exited)."""
     try:
         engine.work(index)
     except BaseException as e:
@@ -269,6 +293,9 @@ def _worker_main(engine, index, ref):
         s = ref()
         if s is not None:
             s._worker_stopped(index)
+        del s
+    finally:
+        engine._worker_exited()
 
 
 # ---------------------------------------------------------------------- module-level state
@@ -310,6 +337,26 @@ def default_scheduler() -> Scheduler:
             if s is None or s._engine.closed:
                 s = _default = Scheduler()
     return s
+
+
+def _after_fork_in_child():
+    """In the child process of a fork(): every scheduler made before it is closed for good
+    (its threads do not exist here; their locks and queues may be half-way through a change),
+    and the default scheduler is made anew on next use. Nothing of the parent's schedulers is
+    joined, drained or shut down here."""
+    global _default, _default_lock
+    _default_lock = threading.Lock()  # a parent thread may have held it at the fork
+    _default = None
+    if next(_scheduler_numbers) > 1:  # schedulers were made before the fork
+        runs.after_fork = True
+    core._after_fork_child()  # every engine still attached to the trace machinery
+    for engine in list(_by_engine.keys()):  # and the closed ones too
+        engine._mark_forked()
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

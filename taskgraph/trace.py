@@ -3,8 +3,9 @@
 ``with taskgraph.trace() as tr:`` records every task run (or cancelled) while the block is
 open, on every scheduler. Recording happens in C: the worker loop calls an observer
 (csrc/py/recorder.c) that writes each finished task into that worker's own C buffer, with no
-Python call per task. When the block ends the buffers are detached; this module reads them
-through cffi (numbers) and the extension (names, error texts) on first use. With no trace open
+Python call per task. When the block ends the buffers are detached; this module reads them on
+first use, from each Recorder: the records as bytes (unpacked with ``struct``, in the layout
+the extension states), the dependency ids, the names and error texts. With no trace open
 a worker pays one atomic load per task.
 
 Work, span and the critical path are computed by taskgraph._analysis; pictures are drawn by
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import msgpack
 
 from taskgraph._analysis import analyse
-from taskgraph._native import core, ffi, lib
+from taskgraph._native import core
 from taskgraph._paths import fspath
 from taskgraph.viz import GraphvizError, draw_trace
 
@@ -97,44 +98,30 @@ assert set(_FIELD_OK) == set(_FIELDS)
 def _gc_callback(phase, info):
     """Times each collection in C (a collection stops every thread, so no task starts or ends
     during one): the recorders subtract it from the tasks' own time."""
-    lib.tg_trace_gc_phase(phase == "start")
-
-
-def _clock_pair(fn):
-    t, n = ffi.new("int64_t *"), ffi.new("int64_t *")
-    fn(t, n)
-    return t[0], n[0]
+    core.trace_gc_phase(phase == "start")
 
 
 def _ticks_to_ns():
     """The map from the records' ticks to ns (csrc/trace.h): a line through the pair taken
     when the extension was loaded and one taken now; the identity when ticks are ns."""
-    t0, n0 = _clock_pair(lib.tg_clock_origin)
-    if not lib.tg_clock_tsc():
+    t0, n0 = core.clock_origin()
+    if not core.clock_tsc():
         return lambda t: t, 1.0
-    t1, n1 = _clock_pair(lib.tg_clock_pair)
+    t1, n1 = core.clock_pair()
     scale = (n1 - n0) / (t1 - t0) if t1 > t0 else 1.0
     return (lambda t: n0 + round((t - t0) * scale)), scale
 
 
-_REC = struct.Struct(ffi.string(lib.tg_trace_rec_format()).decode())
-_REC_FIELDS = ffi.string(lib.tg_trace_rec_fields()).decode().split()
-assert _REC.size == lib.tg_trace_rec_size(), "tg_trace_rec_format() does not match the struct"
+_REC = struct.Struct(core.TRACE_REC_FORMAT)
+_REC_FIELDS = core.TRACE_REC_FIELDS
+assert _REC.size == core.TRACE_REC_SIZE, "TRACE_REC_FORMAT does not match the C struct"
 _STATES = core.STATE_NAMES
 _I = {name: i for i, name in enumerate(_REC_FIELDS)}
 
 
 def _read_recorder(rec):
-    """The rows of one worker's recorder: (fields..., names, ids) read through cffi."""
-    buf = ffi.cast("tg_tracebuf *", rec.buffer_address)
-    n = lib.tg_tracebuf_count(buf)
-    data = ffi.new("char[]", max(n, 1) * _REC.size)
-    lib.tg_tracebuf_copy(buf, 0, n, data)
-    nids = lib.tg_tracebuf_nids(buf)
-    ids = ffi.new("uint64_t[]", max(nids, 1))
-    lib.tg_tracebuf_copy_ids(buf, ids)
-    return (list(_REC.iter_unpack(ffi.buffer(data, n * _REC.size))), rec.objects,
-            ffi.unpack(ids, nids), lib.tg_tracebuf_dropped(buf))
+    """One worker's recorder: (rows of record fields, object table, dependency ids, dropped)."""
+    return list(_REC.iter_unpack(rec.records())), rec.objects, rec.ids(), rec.dropped
 
 
 def _key(name, i):

@@ -1,3 +1,6 @@
+import os
+import sys
+import sysconfig
 import threading
 import warnings
 
@@ -8,6 +11,40 @@ with warnings.catch_warnings():  # on a GIL build: warned at import, expected he
     import taskgraph as tg
 
 WORKER_COUNTS = [1, 2, 4, 8]
+
+# tests/core checks the C core through a test-only cffi binding. On a free-threaded CPython
+# 3.13 importing cffi 1.17 (or loading that binding) turns the GIL on for the whole process
+# unless the GIL was forced off, which would make every later test of this session run with
+# the GIL: there they run in a session of their own (`make test-core`, with -X gil=0).
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+_GIL_FLAG = sys._xoptions.get("gil", os.environ.get("PYTHON_GIL"))
+CORE_LEFT_OUT = FREE_THREADED and _GIL_FLAG != "0"
+collect_ignore = ["core"] if CORE_LEFT_OUT else []
+_CORE_NOTICE = ("tests/core (cffi checks of the C core) left out of this session: importing cffi "
+                "would turn the GIL on in this free-threaded interpreter; run them with "
+                "`make test-core` (python -X gil=0 -m pytest tests/core)")
+
+
+def pytest_report_header(config):
+    return [_CORE_NOTICE] if CORE_LEFT_OUT else []
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if CORE_LEFT_OUT:
+        terminalreporter.write_line(f"notice: {_CORE_NOTICE}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """On a free-threaded interpreter whose GIL was not forced on, the session must end with
+    the GIL still off: something that turned it on (an import of cffi, say) fails the run."""
+    if FREE_THREADED and _GIL_FLAG != "1" and sys._is_gil_enabled():
+        culprits = [m for m in ("_cffi_backend",) if m in sys.modules]
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"error: the GIL was turned on during this session (modules loaded: "
+                          f"{culprits or 'unknown'}); the package and its tests must keep it off",
+                          red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(params=WORKER_COUNTS, ids=lambda n: f"w{n}")

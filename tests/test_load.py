@@ -12,7 +12,7 @@ import pytest
 
 import taskgraph as tg
 from helpers import fib_calls, fib_serial
-from taskgraph._native import FREE_THREADED_BUILD, lib
+from taskgraph._native import FREE_THREADED_BUILD
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -29,7 +29,7 @@ def one(x):
 
 
 def _all_asleep(s):
-    return lib.tg_pool_sleeping(s._pool) == s.workers
+    return s._engine.sleeping() == s.workers
 
 
 def test_no_lost_wake_up_after_all_workers_fell_asleep():

@@ -1,72 +1,19 @@
-"""The two faces of the C core: the cffi binding (deque checks, constants from C), and the GIL
-staying off."""
+"""The runtime's one binding of the C core (the C-API extension) and the GIL staying off:
+importing taskgraph and everything it does never imports cffi; the GIL warning."""
 import os
+import shutil
 import subprocess
 import sys
-import threading
+import textwrap
 
 import pytest
 
-import taskgraph
-from taskgraph._native import FREE_THREADED_BUILD, core, ffi, gil_enabled, lib
+from taskgraph._native import FREE_THREADED_BUILD, core, gil_enabled
 
 
-def test_deque_binding_lifo_fifo_and_status_values():
-    d = lib.tg_deque_new(2)
-    out = ffi.new("uint64_t *")
-    try:
-        assert lib.tg_deque_pop(d, out) == core.STEAL_EMPTY
-        assert lib.tg_deque_steal(d, out) == core.STEAL_EMPTY
-        for i in range(1, 11):
-            assert lib.tg_deque_push(d, i) == 0
-        assert lib.tg_deque_size(d) == 10
-        assert lib.tg_deque_capacity(d) >= 10
-        assert lib.tg_deque_steal(d, out) == core.STEAL_OK and out[0] == 1
-        assert lib.tg_deque_pop(d, out) == core.STEAL_OK and out[0] == 10
-        assert {core.STEAL_OK, core.STEAL_EMPTY, core.STEAL_RETRY} == {0, 1, 2}
-    finally:
-        lib.tg_deque_free(d)
-
-
-@pytest.mark.parametrize("n", [1, 13, 4000, 60000])
-def test_conservation_two_threads(n):
-    """Owner pushes and pops at random while a thief steals: each item is taken exactly once."""
-    import random
-
-    d = lib.tg_deque_new(2)
-    stop = threading.Event()
-    stolen = []
-
-    def thief():
-        out = ffi.new("uint64_t *")
-        mine = []
-        while True:
-            s = lib.tg_deque_steal(d, out)
-            if s == core.STEAL_OK:
-                mine.append(out[0])
-            elif s == core.STEAL_EMPTY and stop.is_set():
-                break
-        stolen.extend(mine)
-
-    th = threading.Thread(target=thief)
-    th.start()
-    rnd = random.Random(n)
-    out = ffi.new("uint64_t *")
-    popped = []
-    for i in range(1, n + 1):
-        lib.tg_deque_push(d, i)
-        if rnd.random() < 0.4 and lib.tg_deque_pop(d, out) == core.STEAL_OK:
-            popped.append(out[0])
-    while lib.tg_deque_pop(d, out) == core.STEAL_OK:
-        popped.append(out[0])
-    stop.set()
-    th.join(timeout=60)
-    assert not th.is_alive()
-    lib.tg_deque_free(d)
-    taken = popped + stolen
-    assert len(taken) == n
-    assert sorted(taken) == list(range(1, n + 1))
-    assert stolen == sorted(stolen)  # a thief sees items in FIFO order
+def _clean_env():
+    """The environment without anything that forces the GIL or turns warnings into errors."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHON_GIL", "PYTHONWARNINGS")}
 
 
 @pytest.mark.skipif(not FREE_THREADED_BUILD, reason="GIL build: the GIL is always on")
@@ -74,33 +21,91 @@ def test_import_leaves_gil_off_in_this_process():
     assert gil_enabled() is False
 
 
-@pytest.mark.skipif(not FREE_THREADED_BUILD, reason="GIL build: the GIL is always on")
-def test_import_leaves_gil_off_with_clean_environment():
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON_GIL", "PYTHONWARNINGS")}
-    r = subprocess.run(
-        [sys.executable, "-W", "error::RuntimeWarning", "-c",
-         "import taskgraph, sys; print(sys._is_gil_enabled())"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )
+def test_everything_the_package_does_stays_off_cffi_and_keeps_the_gil_off(tmp_path):
+    """In a plain interpreter (no -X flag, no PYTHON_GIL): import, a fork-join compute, a
+    traced compute, stats() and a picture leave cffi unimported and, on a free-threaded
+    build, the GIL off."""
+    code = textwrap.dedent(f"""
+        import shutil, sys
+        import taskgraph as tg
+
+        @tg.task
+        def fib(n):
+            if n < 2:
+                return n
+            a, b = fib(n - 1), fib(n - 2)
+            return a.result() + b.result()
+
+        assert tg.compute(fib(12)) == 144
+        with tg.Scheduler(2) as s:
+            with tg.trace() as tr:
+                assert s.compute(fib(10)) == 55
+            stats = s.stats()
+        assert len(tr.records) > 0 and tr.work > 0
+        assert sum(w["tasks_run"] for w in stats) > 0
+        if shutil.which("dot"):
+            tr.visualize({str(tmp_path / "fib.svg")!r})
+        print("cffi imported:", "_cffi_backend" in sys.modules or "cffi" in sys.modules)
+        probe = getattr(sys, "_is_gil_enabled", None)
+        print("GIL enabled:", None if probe is None else probe())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=_clean_env(), timeout=240)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "False"
+    assert "cffi imported: False" in r.stdout, r.stdout
+    if FREE_THREADED_BUILD:
+        assert "GIL enabled: False" in r.stdout, r.stdout + r.stderr
+    if shutil.which("dot"):
+        assert (tmp_path / "fib.svg").stat().st_size > 0
+
+
+def test_the_cli_and_the_dask_backend_do_not_import_cffi():
+    code = ("import sys, taskgraph.cli, taskgraph.dask\n"
+            "print('cffi imported:', '_cffi_backend' in sys.modules or 'cffi' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=_clean_env(), timeout=120)
+    if "No module named 'dask'" in r.stderr or "No module named 'distributed'" in r.stderr:
+        pytest.skip("dask is not installed")
+    assert r.returncode == 0, r.stderr
+    assert "cffi imported: False" in r.stdout
+
+
+def test_engine_owns_its_pool_and_reports_counters_after_shutdown():
+    e = core.Engine(2, 999, 10, "<test engine>")
+    assert e.workers == 2 and not e.is_shutdown and not e.forked
+    assert e.stats() == [(0,) * core.NSTATS, (0,) * core.NSTATS]
+    assert e.stats(1) == (0,) * core.NSTATS
+    assert e.queued() == 0 and e.sleeping() == 0
+    e.shutdown()
+    e.shutdown()  # idempotent
+    assert e.is_shutdown
+    assert e.stats(0) == (0,) * core.NSTATS
+    with pytest.raises(IndexError, match="workers 0..1"):
+        e.stats(2)
+    with pytest.raises(ValueError, match="workers must be 1..4096"):
+        core.Engine(0, 1, 10, "x")
+
+
+def test_record_layout_and_clock_come_from_the_extension():
+    import struct
+    assert struct.calcsize(core.TRACE_REC_FORMAT) == core.TRACE_REC_SIZE
+    assert len(core.TRACE_REC_FIELDS) == len(struct.unpack(core.TRACE_REC_FORMAT,
+                                                           bytes(core.TRACE_REC_SIZE)))
+    t0, n0 = core.clock_origin()
+    t1, n1 = core.clock_pair()
+    assert t1 >= t0 and n1 >= n0
+    assert isinstance(core.clock_tsc(), bool)
 
 
 def test_gil_on_warns_once_with_the_fix():
     """An interpreter whose GIL is on imports taskgraph with one GILWarning that says how to fix."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
+    env = _clean_env()
     code = ("import warnings; warnings.simplefilter('always');\n"
             "import taskgraph, taskgraph._native\n")
-    args = [sys.executable]
-    if FREE_THREADED_BUILD:
-        # The venv's launcher forces -X gil=0; run the base interpreter with the GIL forced on,
-        # importing taskgraph from this source tree.
-        args = [sys._base_executable, "-X", "gil=1"]
-        import site
-        env["PYTHONPATH"] = os.pathsep.join(
-            [os.path.dirname(os.path.dirname(taskgraph.__file__))] + site.getsitepackages())
+    args = [sys.executable] + (["-X", "gil=1"] if FREE_THREADED_BUILD else [])
     r = subprocess.run(args + ["-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stderr.count(": GILWarning:") == 1, r.stderr
     assert "no parallel speed-up" in r.stderr
     assert "To fix" in r.stderr
+    assert "cffi" not in r.stderr and "launcher" not in r.stderr

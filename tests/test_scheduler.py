@@ -295,3 +295,207 @@ def test_current_scheduler_inside_a_task_is_the_one_running_it():
         with tg.Scheduler(1) as other:
             assert other.compute(which()) is other
     assert sched_mod._default is before   # asking did not create the default scheduler
+
+
+# ---------------------------------------------------------------------- dropped without close()
+def _wait_until(cond, what, seconds=60):
+    """Polls cond() until it holds (a watchdog, not a timing assertion)."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, f"still waiting after {seconds} s: {what}"
+        time.sleep(0.01)
+
+
+def _threads_of(number):
+    return [t for t in threading.enumerate() if t.name.startswith(f"taskgraph-{number}-") and t.is_alive()]
+
+
+@pytest.mark.thread_unsafe(reason="collects garbage and watches the process's threads")
+def test_schedulers_dropped_without_close_stop_their_threads():
+    numbers = []
+    for i in range(10):
+        s = tg.Scheduler(2)
+        assert s.compute(_ok(i)) == i
+        numbers.append(s.number)
+        del s
+    gc.collect()
+    _wait_until(lambda: not any(_threads_of(n) for n in numbers),
+                "worker threads of dropped schedulers")
+
+
+@tg.task
+def _blocker(started, gate):
+    started.set()
+    assert gate.wait(60)
+    return "ran"
+
+
+@pytest.mark.thread_unsafe(reason="collects garbage and watches the process's threads")
+def test_dropping_a_scheduler_cancels_its_queued_nodes_and_drains_them_once():
+    """Work queued on a scheduler that nobody holds any more (result(timeout) left it running)
+    is cancelled when the scheduler is dropped: every node finishes, none waits forever."""
+    started, gate = threading.Event(), threading.Event()
+    s = tg.Scheduler(1)
+    number = s.number
+    block = _blocker(started, gate)
+    queued = [_ok(i) for i in range(20)]
+    with tg.use_scheduler(s):
+        try:
+            block.result(timeout=0)  # submitted; goes on running after the TimeoutError
+        except TimeoutError:
+            pass
+        assert started.wait(60)  # the only worker is busy: what follows stays queued
+        for n in queued:
+            try:
+                n.result(timeout=0)
+            except TimeoutError:
+                pass
+    assert not any(n.done() for n in queued)
+    ref = weakref.ref(s)
+    del s
+    gc.collect()
+    assert ref() is None
+    gate.set()
+    _wait_until(lambda: all(n.done() for n in queued) and block.done(), "nodes to finish")
+    for n in queued:
+        e = n.exception()
+        assert isinstance(e, tg.CancelledError), e
+        assert "dropped without close()" in str(e), str(e)
+    _wait_until(lambda: not _threads_of(number), "the dropped scheduler's worker to exit")
+
+
+@tg.task
+def _drop_last_reference(holder, gate):
+    assert gate.wait(60)
+    holder.clear()  # the last reference: the finalizer runs here, on this worker thread
+    gc.collect()
+    return "dropped"
+
+
+@pytest.mark.thread_unsafe(reason="collects garbage and watches the process's threads")
+def test_a_scheduler_dropped_by_its_own_task_shuts_down_without_joining_itself():
+    gate = threading.Event()
+    holder = [tg.Scheduler(1)]
+    number = holder[0].number
+    n = _drop_last_reference(holder, gate)
+    with tg.use_scheduler(holder[0]):
+        try:
+            n.result(timeout=0)
+        except TimeoutError:
+            pass
+    gate.set()
+    _wait_until(n.done, "the task that dropped its scheduler")
+    _wait_until(lambda: not _threads_of(number), "the worker to exit")
+    assert n.exception() is None and n.result() == "dropped"
+
+
+def test_default_scheduler_and_with_blocks_still_work_after_dropped_ones():
+    numbers = [tg.Scheduler(1).number for _ in range(3)]  # each dropped at once
+    gc.collect()
+    with tg.Scheduler(2) as s:
+        assert s.compute(fib(10)) == 55
+    assert tg.compute(fib(10)) == 55
+    _wait_until(lambda: not any(_threads_of(n) for n in numbers), "the dropped schedulers' workers")
+
+
+# ---------------------------------------------------------------------- fork()
+_FORK_SCRIPT = r'''
+import faulthandler, os, sys, threading, warnings
+warnings.simplefilter("ignore", DeprecationWarning)   # 3.12+: fork() with threads running
+import taskgraph as tg
+
+@tg.task
+def inc(x):
+    return x + 1
+
+@tg.task
+def wait_for(gate):
+    gate.wait()
+    return "parent"
+
+assert tg.compute(inc(1)) == 2                          # the default scheduler has started
+s = tg.Scheduler(2)
+assert s.compute(inc(2)) == 3
+gate = threading.Event()
+in_flight = wait_for(gate)
+with tg.use_scheduler(s):
+    try:
+        in_flight.result(timeout=0)                     # running on s when the fork happens
+    except TimeoutError:
+        pass
+pid = os.fork()
+if pid == 0:
+    faulthandler.dump_traceback_later(30, exit=True)    # a hang fails with stacks, not forever
+    def check(what, fn, needle):
+        try:
+            fn()
+        except tg.SchedulerClosedError as e:
+            assert needle in str(e), (what, str(e))
+            print("child:", what, "refused", flush=True)
+        else:
+            raise AssertionError(what + " did not raise")
+    print("child: compute", tg.compute(inc(10)), flush=True)
+    assert s.closed and "closed" in repr(s)
+    check("s.compute", lambda: s.compute(inc(1)), "made before fork()")
+    check("in_flight.result", in_flight.result, "made before fork()")
+    check("a new node on a parent's node", lambda: tg.compute(inc(in_flight)), "made before fork()")
+    s.close()                                           # closed there already: returns
+    assert len(s.stats()) == 2
+    with tg.Scheduler(2) as t:
+        print("child: new scheduler", t.compute(inc(20)), flush=True)
+    print("child: done", flush=True)
+    sys.stdout.flush()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+gate.set()
+assert in_flight.result() == "parent"
+s.close()
+print("parent: child exit status", os.waitstatus_to_exitcode(status), flush=True)
+'''
+
+_MP_SCRIPT = r'''
+import multiprocessing as mp, warnings
+warnings.simplefilter("ignore", DeprecationWarning)
+import taskgraph as tg
+
+@tg.task
+def inc(x):
+    return x + 1
+
+def work(x):
+    return tg.compute(inc(x))
+
+if __name__ == "__main__":
+    print("parent:", tg.compute(inc(0)), flush=True)
+    with mp.get_context("fork").Pool(2) as p:
+        print("children:", p.map_async(work, [1, 2, 3]).get(timeout=60), flush=True)
+'''
+
+
+def _run_script(code, tmp_path):
+    import subprocess
+    path = tmp_path / "script.py"
+    path.write_text(code)
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork() here")
+def test_after_fork_the_child_computes_on_a_new_default_and_refuses_the_parents_schedulers(tmp_path):
+    r = _run_script(_FORK_SCRIPT, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "child: compute 11" in out, out + r.stderr
+    assert "child: s.compute refused" in out
+    assert "child: in_flight.result refused" in out
+    assert "child: a new node on a parent's node refused" in out
+    assert "child: new scheduler 21" in out
+    assert "child: done" in out
+    assert "parent: child exit status 0" in out
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork() here")
+def test_multiprocessing_fork_children_compute_after_the_parent_started_a_scheduler(tmp_path):
+    r = _run_script(_MP_SCRIPT, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "parent: 1" in r.stdout
+    assert "children: [2, 3, 4]" in r.stdout, r.stdout + r.stderr

@@ -79,17 +79,17 @@ find_python() {
 }
 
 # ---------------------------------------------------------------- 2. the venvs
-# The launcher makes the venv's interpreter run with -X gil=0, so the GIL stays off with no
-# environment variable (cffi 1.17's backend would otherwise re-enable it on 3.13t). `exec -a`
-# keeps sys.executable = the launcher, so console scripts and subprocesses keep the GIL off too.
-write_launcher() {  # $1 = venv, $2 = real interpreter
-  local f real=$2
+# A venv made by an older setup had a bash launcher as bin/python (it added -X gil=0 because
+# cffi, then a run-time dependency, turned the GIL on in 3.13t). The runtime no longer imports
+# cffi: bin/python is the plain venv interpreter again; this removes the launcher in place.
+drop_old_launcher() {  # $1 = venv, $2 = real interpreter
+  grep -qs "taskgraph venv launcher" "$1/bin/python" || return 0
+  say "replacing the old GIL launcher in $(basename "$1") by the plain interpreter"
+  local f
   for f in "$1"/bin/python "$1"/bin/python3 "$1"/bin/python3.*; do
-    [ -e "$f" ] || [ -L "$f" ] || continue
-    rm -f "$f"
-    printf '#!/usr/bin/env bash\n# taskgraph venv launcher: keeps the GIL off on free-threaded CPython (see tools/setup.sh)\nexec -a "$0" %q -X gil=0 "$@"\n' "$real" > "$f"
-    chmod +x "$f"
+    grep -qs "taskgraph venv launcher" "$f" && rm -f "$f"
   done
+  "$2" -m venv --upgrade "$1" || die "could not repair $1"
 }
 
 stamp_of() { cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/csrc/*.[ch] "$ROOT"/csrc/py/*.[ch] 2>/dev/null | sha1sum | cut -c1-16; }
@@ -97,26 +97,27 @@ stamp_of() { cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT"/csrc/*.[ch] "$R
 install_into() {  # $1 = venv, $2 = cffi requirement, $3 = extras
   local v=$1 pip="$1/bin/python -m pip --disable-pip-version-check -q"
   $pip install --upgrade pip >"$v/install.log" 2>&1 || true
+  # cffi is for the tests only (tests/core: the test binding of the C core); the version the
+  # test extra asks for is installed first, because on 3.13t cffi 1.17.1 must be built from
+  # source and cffi 2 refuses that interpreter.
   $pip install "$2" "setuptools>=77" wheel >"$v/install.log" 2>&1 || die "pip could not install $2 into $v"
-  # --no-build-isolation: no download of build tools; cffi (runtime only) is the one chosen
-  # above (cffi 2 refuses 3.13t).
+  # --no-build-isolation: no download of build tools.
   $pip install --no-build-isolation -e "$ROOT[$3]" >"$v/install.log" 2>&1 || { cat "$v/install.log" >&2; die "installing taskgraph into $v failed"; }
 }
 
 make_venv() {  # $1 = venv, $2 = interpreter, $3 = free-threaded? (1/0), $4 = extras
   local v=$1 py=$2 ft=$3 real want stamp
   real=$("$py" -X gil=0 -c 'import sys, os; print(os.path.realpath(sys.executable))' 2>/dev/null || "$py" -c 'import sys, os; print(os.path.realpath(sys.executable))')
-  want="$real $(stamp_of) $4"
+  want="$real $(stamp_of) $4 plain-interpreter"
   if [ -f "$v/.taskgraph-stamp" ] && [ "$(cat "$v/.taskgraph-stamp")" = "$want" ]; then return 0; fi
   say "preparing $(basename "$v") from $real"
   [ -f "$v/.taskgraph-interp" ] && [ "$(cat "$v/.taskgraph-interp")" != "$real" ] && rm -rf "$v"
+  drop_old_launcher "$v" "$real"
   [ -x "$v/bin/python" ] || { "$real" -m venv "$v" || die "could not create $v"; }
   echo "$real" > "$v/.taskgraph-interp"
+  # The test extra's cffi: cffi 1.17.1 (< 2) before 3.14, cffi 2 from 3.14 on.
   local cffi="cffi>=2"
-  if [ "$ft" = 1 ]; then
-    write_launcher "$v" "$real"
-    "$v/bin/python" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 13) else 1)' && cffi="cffi==1.17.1"
-  fi
+  "$v/bin/python" -c 'import sys; sys.exit(0 if sys.version_info < (3, 14) else 1)' && cffi="cffi>=1.17.1,<2"
   install_into "$v" "$cffi" "$4"
   echo "$want" > "$v/.taskgraph-stamp"
 }
@@ -139,6 +140,8 @@ if ! command -v dot >/dev/null 2>&1; then
   fi
 fi
 
-gil=$("$VENV/bin/python" -c 'import taskgraph, sys; print(sys._is_gil_enabled())')
+# The plain venv interpreter, with no -X flag and no PYTHON_GIL: importing taskgraph must
+# leave the GIL off.
+gil=$(env -u PYTHON_GIL "$VENV/bin/python" -c 'import taskgraph, sys; print(sys._is_gil_enabled())')
 [ "$gil" = False ] || die "import taskgraph left the GIL on in $VENV ($gil)"
 [ $QUIET_DONE = 1 ] && echo "setup: up to date ($("$VENV/bin/python" -V), GIL off)" || say "done: $VENV ($("$VENV/bin/python" -V), GIL off)"

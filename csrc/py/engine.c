@@ -1,11 +1,13 @@
-/* Engine: the native half of a taskgraph.Scheduler. The Scheduler creates the pool through
- * cffi (taskgraph/scheduler.py) and hands it over with the cffi object that owns it; the
- * engine keeps that object, so the pool lives as long as anyone can still reach it (a
- * concurrent stats() or compute() during close() never touches freed memory). The engine owns
- * the per-worker state, the list of active runs, and the closing and draining. */
+/* Engine: the native half of a taskgraph.Scheduler. The engine owns its pool: it creates it
+ * (tg_pool_new) when it is made and frees it in its dealloc, so the pool lives as long as
+ * anything can reach the engine (the Scheduler, each worker thread, each Run): a stats() or a
+ * compute() racing with close() never touches freed memory; it sees a shut-down pool instead.
+ * The engine also owns the per-worker state, the list of active runs, and the closing and
+ * draining. No address crosses into Python. */
 #include "tgpy.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 int tg_engine_add_run(EngineObject *e, RunObject *run) {
     pthread_mutex_lock(&e->mu);
@@ -80,21 +82,26 @@ void tg_engine_forget_run(EngineObject *e, RunObject *run) {
 }
 
 static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"pool_address", "pool_owner", "workers", "number", "max_help_depth",
-                            "label", NULL};
-    unsigned long long address;
-    PyObject *owner, *label;
+    static char *names[] = {"workers", "number", "max_help_depth", "label", NULL};
+    PyObject *label;
     int nworkers, number, depth;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KOiiiU:Engine", names, &address, &owner,
-                                     &nworkers, &number, &depth, &label))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iiiU:Engine", names, &nworkers, &number, &depth,
+                                     &label))
         return NULL;
-    tg_pool *pool = (tg_pool *)(uintptr_t)address;
-    if (!pool || nworkers < 1 || tg_pool_workers(pool) != nworkers || depth < 0) {
-        PyErr_SetString(PyExc_ValueError, "Engine: pool and worker count do not match");
+    if (nworkers < 1 || nworkers > 4096 || depth < 0) {
+        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..4096 and max_help_depth >= 0, "
+                     "got workers=%d, max_help_depth=%d", nworkers, depth);
         return NULL;
     }
     EngineObject *e = (EngineObject *)type->tp_alloc(type, 0);
     if (!e) return NULL;
+    /* The pool first: dealloc frees whatever was made (e->pool, e->workers may be NULL). */
+    e->pool = tg_pool_new(nworkers);
+    if (!e->pool) {
+        Py_DECREF(e);
+        return PyErr_Format(PyExc_MemoryError, "taskgraph: could not create a pool of %d workers",
+                            nworkers);
+    }
     size_t bytes = (sizeof(Worker) * (size_t)nworkers + 63) / 64 * 64;
     e->workers = aligned_alloc(64, bytes);
     if (!e->workers) {
@@ -108,15 +115,15 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         atomic_init(&e->workers[i].rec, NULL);
         atomic_init(&e->workers[i].rec_busy, 0);
     }
-    e->pool = pool;
-    e->pool_owner = Py_NewRef(owner);
     e->nworkers = nworkers;
     e->number = number;
     e->max_help_depth = depth;
+    e->nthreads = nworkers;
     e->label = Py_NewRef(label);
     pthread_mutex_init(&e->mu, NULL);
     atomic_init(&e->closed, 0);
-    tg_pool_set_idle_hooks(pool, tg_idle_begin, tg_idle_end);
+    atomic_init(&e->forked, 0);
+    tg_pool_set_idle_hooks(e->pool, tg_idle_begin, tg_idle_end);
     if (tg_trace_attach_engine(e) < 0) {
         Py_DECREF(e);
         return NULL;
@@ -124,16 +131,24 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return (PyObject *)e;
 }
 
+/* Runs when the last of the Scheduler, the worker threads and the Runs lets go: every worker
+ * thread has returned from work() (each holds the engine while it runs), so no thread is
+ * inside the pool any more. An engine made before fork() keeps its pool in the child: the
+ * parent's threads may have held its locks at the fork, and its queues may be half-written
+ * (docs/design/native.md, "fork"); the child's copy is leaked, deliberately. */
 static void engine_dealloc(EngineObject *e) {
-    tg_trace_engine_gone(e);
+    /* Relaxed: set once in the child by tg_engine_mark_forked, before any other thread ran. */
+    int forked = atomic_load_explicit(&e->forked, memory_order_relaxed);
+    if (!forked) tg_trace_engine_gone(e);
     if (e->workers) {
         for (int i = 0; i < e->nworkers; i++) PyMem_RawFree(e->workers[i].frames);
         free(e->workers);
-        pthread_mutex_destroy(&e->mu);
+        if (!forked) pthread_mutex_destroy(&e->mu);
     }
+    if (e->pool && !forked) tg_pool_free(e->pool);
+    e->pool = NULL;
     Py_CLEAR(e->label);
     Py_CLEAR(e->broken);
-    Py_CLEAR(e->pool_owner); /* frees the pool if nobody else holds it */
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -184,6 +199,92 @@ static PyObject *engine_submit(EngineObject *e, PyObject *args) {
     return claimed < 0 ? NULL : PyLong_FromSsize_t(claimed);
 }
 
+/* Raises SchedulerClosedError for an engine made before fork(), used in the child; NULL. */
+static PyObject *forked_error(EngineObject *e) {
+    return PyErr_Format(TG.SchedulerClosedError,
+                        "%U was made before fork(): its worker threads do not exist in this "
+                        "child process (pid %ld), so it cannot run anything here; make a new "
+                        "Scheduler in the child (the default scheduler is made anew on its own)",
+                        e->label, (long)getpid());
+}
+
+static int is_forked(EngineObject *e) {
+    /* Relaxed: set once in the child by tg_engine_mark_forked, before any other thread ran. */
+    return atomic_load_explicit(&e->forked, memory_order_relaxed);
+}
+
+/* drain(): after the pool shut down and every worker thread returned: finishes every task
+ * left in a queue as cancelled (and, through them, what was waiting for them). Only the first
+ * call drains (close(), the last worker of a dropped scheduler, a stopped worker: whoever
+ * comes first); the others return at once. */
+static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    if (is_forked(e)) return forked_error(e); /* half-written queues of threads that are gone */
+    pthread_mutex_lock(&e->mu);
+    int first = !e->drained;
+    e->drained = 1;
+    pthread_mutex_unlock(&e->mu);
+    if (!first) Py_RETURN_NONE;
+    tg_task *t;
+    while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
+    tg_trace_engine_gone(e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *engine_begin_close(EngineObject *e, PyObject *reason);
+
+/* _dropped(ref): the weakref callback of a Scheduler garbage collected without close(), as
+ * ThreadPoolExecutor's: cancels the runs, shuts the pool down (the workers leave once their
+ * running tasks end) and marks the engine orphaned, so that the last worker to leave drains
+ * the queues (this call does, if none is left). All in C, so no Python code runs at the
+ * collection (a pending KeyboardInterrupt is not swallowed there); it never joins, since it
+ * may run on one of the engine's own workers. A no-op for an engine made before fork(). */
+static PyObject *engine_dropped(EngineObject *e, PyObject *ref) {
+    (void)ref;
+    if (is_forked(e)) Py_RETURN_NONE;
+    PyObject *reason = PyUnicode_FromFormat("%U was dropped without close()", e->label);
+    PyObject *r = reason ? engine_begin_close(e, reason) : NULL;
+    Py_XDECREF(reason);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_BEGIN_ALLOW_THREADS /* takes the pool's locks: never block a collection meanwhile */
+    tg_pool_shutdown(e->pool);
+    Py_END_ALLOW_THREADS
+    pthread_mutex_lock(&e->mu);
+    e->orphaned = 1;
+    int gone = e->exited >= e->nthreads;
+    pthread_mutex_unlock(&e->mu);
+    if (gone) return engine_drain(e, NULL);
+    Py_RETURN_NONE;
+}
+
+/* _worker_exited(): a worker thread has returned from work() for good; the last one drains
+ * the queues if the Scheduler was dropped. */
+static PyObject *engine_worker_exited(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    pthread_mutex_lock(&e->mu);
+    e->exited++;
+    int last = e->orphaned && e->exited >= e->nthreads;
+    pthread_mutex_unlock(&e->mu);
+    if (last) return engine_drain(e, NULL);
+    Py_RETURN_NONE;
+}
+
+/* _set_threads(k): only k worker threads were started (the others failed to start). */
+static PyObject *engine_set_threads(EngineObject *e, PyObject *arg) {
+    int k = tg_long_as_int(arg);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0 || k > e->nworkers) {
+        PyErr_Format(PyExc_ValueError, "_set_threads(%d): %U has %d workers", k, e->label,
+                     e->nworkers);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->nthreads = k;
+    pthread_mutex_unlock(&e->mu);
+    Py_RETURN_NONE;
+}
+
 /* begin_close(reason): marks the engine closed and cancels its active runs with reason.
  * False if it was closed already. */
 static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
@@ -191,6 +292,7 @@ static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
         PyErr_SetString(PyExc_TypeError, "begin_close(reason) needs a str");
         return NULL;
     }
+    if (is_forked(e)) Py_RETURN_FALSE; /* closed already (tg_engine_mark_forked); never locked */
     pthread_mutex_lock(&e->mu);
     int was = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
     /* Release: pairs with the acquire in cancel_error (worker.c). */
@@ -207,13 +309,113 @@ static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
     return PyBool_FromLong(!was);
 }
 
-/* drain(): after the pool shut down and every worker thread returned: finishes every task
- * left in a queue as cancelled (and, through them, what was waiting for them). */
-static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
+/* shutdown(): the pool refuses new work and every worker returns from work() once its own
+ * deque is empty (tg_pool_shutdown). Idempotent. */
+static PyObject *engine_shutdown(EngineObject *e, PyObject *unused) {
     (void)unused;
-    tg_task *t;
-    while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
-    tg_trace_engine_gone(e);
+    if (is_forked(e)) return forked_error(e); /* its locks may be held by a thread that is gone */
+    Py_BEGIN_ALLOW_THREADS /* takes the pool's locks: never block a collection meanwhile */
+    tg_pool_shutdown(e->pool);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *stats_tuple(EngineObject *e, int w) {
+    int64_t buf[TG_NSTATS];
+    tg_pool_stats(e->pool, w, buf);
+    PyObject *t = PyTuple_New(TG_NSTATS);
+    if (!t) return NULL;
+    for (int k = 0; k < TG_NSTATS; k++) {
+        PyObject *v = PyLong_FromLongLong(buf[k]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, k, v);
+    }
+    return t;
+}
+
+/* stats([i]): worker i's counters as a tuple (in the order of core.STAT_NAMES), or, with no
+ * argument, a list of every worker's. Any thread; after shutdown too (the last values). */
+static PyObject *engine_stats(EngineObject *e, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "stats() takes at most one argument (a worker index)");
+        return NULL;
+    }
+    if (nargs == 1) {
+        int i = tg_long_as_int(args[0]);
+        if (i == -1 && PyErr_Occurred()) return NULL;
+        if (i < 0 || i >= e->nworkers) {
+            PyErr_Format(PyExc_IndexError, "stats(%d): %U has workers 0..%d", i, e->label,
+                         e->nworkers - 1);
+            return NULL;
+        }
+        return stats_tuple(e, i);
+    }
+    PyObject *out = PyList_New(e->nworkers);
+    if (!out) return NULL;
+    for (int i = 0; i < e->nworkers; i++) {
+        PyObject *t = stats_tuple(e, i);
+        if (!t) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+/* queued(): approximate number of queued tasks (every deque and the injector). Any thread. */
+static PyObject *engine_queued(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLongLong(tg_pool_queued(e->pool));
+}
+
+/* sleeping(): how many workers are parked waiting for work right now (a snapshot). */
+static PyObject *engine_sleeping(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLong(tg_pool_sleeping(e->pool));
+}
+
+static PyObject *engine_get_is_shutdown(EngineObject *e, void *c) {
+    (void)c;
+    return PyBool_FromLong(tg_pool_is_shutdown(e->pool));
+}
+
+static PyObject *engine_get_forked(EngineObject *e, void *c) {
+    (void)c;
+    return PyBool_FromLong(is_forked(e));
+}
+
+int tg_engine_check_owner(NodeObject *n) {
+    /* Relaxed: written once by the claim, before the node could be waited for (tgpy.h). The
+     * owner is alive while the node is unfinished: its run is live, so the engine's list of
+     * active runs holds the run, which holds the engine. */
+    EngineObject *e = (EngineObject *)atomic_load_explicit(&n->owner, memory_order_relaxed);
+    if (!e || tg_task_state(&n->t) >= TG_DONE || !is_forked(e)) return 0;
+    PyObject *key = tg_node_key(n);
+    if (key) {
+        PyErr_Format(TG.SchedulerClosedError,
+                     "node %U belongs to a compute of %U, made before fork(): it cannot run or "
+                     "finish in this child process (pid %ld); build the graph again here",
+                     key, e->label, (long)getpid());
+        Py_DECREF(key);
+    }
+    return -1;
+}
+
+void tg_engine_mark_forked(EngineObject *e) {
+    /* Relaxed: the child has one thread until the after-fork hooks return. */
+    atomic_store_explicit(&e->forked, 1, memory_order_relaxed);
+    /* Release: pairs with the acquire loads of closed (the `closed` property, cancel_error). */
+    atomic_store_explicit(&e->closed, 1, memory_order_release);
+}
+
+/* _mark_forked(): in a child process after fork(), from taskgraph.scheduler's hook. */
+static PyObject *engine_mark_forked(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    tg_engine_mark_forked(e);
     Py_RETURN_NONE;
 }
 
@@ -234,6 +436,8 @@ static PyObject *engine_break(EngineObject *e, PyObject *reason) {
 
 static PyObject *engine_get_broken(EngineObject *e, void *c) {
     (void)c;
+    if (is_forked(e)) /* its lock may be held by a thread that is gone; nothing writes it now */
+        return Py_NewRef(e->broken ? e->broken : Py_None);
     pthread_mutex_lock(&e->mu);
     PyObject *b = Py_XNewRef(e->broken);
     pthread_mutex_unlock(&e->mu);
@@ -258,7 +462,30 @@ static PyMethodDef engine_methods[] = {
     {"break_", (PyCFunction)engine_break, METH_O,
      "break_(reason): marks the engine broken: its runs are cancelled, new ones refused."},
     {"drain", (PyCFunction)engine_drain, METH_NOARGS,
-     "drain(): finishes what is left in the queues as cancelled (after the workers stopped)."},
+     "drain(): finishes what is left in the queues as cancelled (after the workers stopped); "
+     "only the first call drains."},
+    {"_dropped", (PyCFunction)engine_dropped, METH_O,
+     "_dropped(ref): weakref callback of a Scheduler dropped without close(): cancels its "
+     "runs and shuts its pool down; the last worker to leave drains the queues. Never joins."},
+    {"_worker_exited", (PyCFunction)engine_worker_exited, METH_NOARGS,
+     "_worker_exited(): a worker thread left work() for good (drains if it is the last one "
+     "of a dropped scheduler)."},
+    {"_set_threads", (PyCFunction)engine_set_threads, METH_O,
+     "_set_threads(k): only k worker threads were started."},
+    {"shutdown", (PyCFunction)engine_shutdown, METH_NOARGS,
+     "shutdown(): the pool refuses new work; each worker's work() returns once its own queue "
+     "is empty; parked workers wake. Idempotent. SchedulerClosedError in a child process for "
+     "an engine made before fork()."},
+    {"stats", (PyCFunction)(void (*)(void))engine_stats, METH_FASTCALL,
+     "stats(i) -> worker i's counters (tuple, in the order of STAT_NAMES; IndexError for no "
+     "such worker); stats() -> a list of every worker's. Any thread, after shutdown too."},
+    {"_mark_forked", (PyCFunction)engine_mark_forked, METH_NOARGS,
+     "_mark_forked(): in a child process after fork() only: this engine, made before the "
+     "fork, is closed for good (its threads are gone; nothing of it is touched again)."},
+    {"queued", (PyCFunction)engine_queued, METH_NOARGS,
+     "queued() -> approximate number of queued tasks (all deques and the injector)."},
+    {"sleeping", (PyCFunction)engine_sleeping, METH_NOARGS,
+     "sleeping() -> how many workers are parked waiting for work right now (a snapshot)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -266,6 +493,9 @@ static PyGetSetDef engine_getset[] = {
     {"closed", (getter)engine_get_closed, NULL, "Whether close began.", NULL},
     {"broken", (getter)engine_get_broken, NULL, "Why it is broken (str), or None.", NULL},
     {"active_runs", (getter)engine_get_active, NULL, "Runs not ended yet.", NULL},
+    {"is_shutdown", (getter)engine_get_is_shutdown, NULL, "Whether shutdown() was called.", NULL},
+    {"forked", (getter)engine_get_forked, NULL,
+     "True in a child process for an engine made before fork() (closed there).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -282,8 +512,9 @@ PyTypeObject TG_EngineType = {
     .tp_basicsize = sizeof(EngineObject),
     .tp_dealloc = (destructor)engine_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Engine(pool_address, pool_owner, workers, number, max_help_depth, label): the "
-              "native half of a Scheduler (private).",
+    .tp_doc = "Engine(workers, number, max_help_depth, label): the native half of a Scheduler "
+              "(private). Creates its pool of `workers` worker slots (MemoryError if it cannot) "
+              "and frees it when the engine goes.",
     .tp_methods = engine_methods,
     .tp_members = engine_members,
     .tp_getset = engine_getset,

@@ -327,7 +327,39 @@ static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     return PyLong_FromLongLong(tg_live_runs());
 }
 
+static PyObject *check_owner(PyObject *mod, PyObject *node) {
+    (void)mod;
+    if (!Node_Check(node)) {
+        PyErr_SetString(PyExc_TypeError, "_check_owner needs a Node");
+        return NULL;
+    }
+    if (tg_engine_check_owner((NodeObject *)node) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *after_fork_child(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    tg_trace_after_fork_child();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"clock_origin", tg_py_clock_origin, METH_NOARGS,
+     "clock_origin() -> (ticks, ns): the pair taken when the module was loaded (trace.h)."},
+    {"clock_pair", tg_py_clock_pair, METH_NOARGS,
+     "clock_pair() -> (ticks, ns): a fresh pair; with clock_origin() it maps the records' "
+     "ticks to the ns of time.perf_counter_ns()."},
+    {"clock_tsc", tg_py_clock_tsc, METH_NOARGS,
+     "clock_tsc() -> whether the records' ticks are the TSC (else they are ns already)."},
+    {"trace_gc_phase", tg_py_trace_gc_phase, METH_O,
+     "trace_gc_phase(starting): a collection starts (True) or ends (False); the recorders "
+     "subtract collections from the tasks' own time."},
+    {"_check_owner", check_owner, METH_O,
+     "_check_owner(node): SchedulerClosedError if node is unfinished and belongs to a compute "
+     "of a scheduler made before fork() (it can never finish in this child process)."},
+    {"_after_fork_child", after_fork_child, METH_NOARGS,
+     "In a child process after fork() (taskgraph.scheduler's hook): every engine made before "
+     "the fork is closed for good there (Engine.forked) and the trace lock is reset."},
     {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Registers the exception classes and the Python functions the C code calls back."},
     {"scan", scan, METH_O, "scan(obj) -> list of the Nodes inside obj (nested structures)."},
@@ -391,6 +423,7 @@ static int add_int(PyObject *m, const char *name, long v) {
 
 /* PyModule_Add (3.13) for older versions too: steals obj. */
 static int add_steal(PyObject *m, const char *name, PyObject *obj) {
+    if (!obj) return -1; /* the call that made it failed (error set) */
     int r = PyModule_AddObjectRef(m, name, obj);
     Py_DECREF(obj);
     return r;
@@ -444,6 +477,15 @@ static int exec_module(PyObject *m) {
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, ints[i].v) < 0) return -1;
+    /* The trace record's layout (trace.h), for taskgraph/trace.py's struct. */
+    if (add_steal(m, "TRACE_REC_FORMAT", PyUnicode_FromString(tg_trace_rec_format())) < 0) return -1;
+    if (add_int(m, "TRACE_REC_SIZE", tg_trace_rec_size()) < 0) return -1;
+    PyObject *fields = PyUnicode_FromString(tg_trace_rec_fields());
+    PyObject *split = fields ? PyUnicode_Split(fields, NULL, -1) : NULL;
+    Py_XDECREF(fields);
+    PyObject *ftuple = split ? PyList_AsTuple(split) : NULL;
+    Py_XDECREF(split);
+    if (add_steal(m, "TRACE_REC_FIELDS", ftuple) < 0) return -1;
 #ifdef Py_GIL_DISABLED
     if (PyModule_AddIntConstant(m, "FREE_THREADED", 1) < 0) return -1;
 #else

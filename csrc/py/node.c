@@ -209,6 +209,7 @@ static void sleep_detached(double seconds) {
 
 int tg_node_wait_external(NodeObject *n, double timeout) {
     double delay = 0.0002, waited = 0.0;
+    if (tg_engine_check_owner(n) < 0) return -1; /* a node of a run made before fork() */
     while (tg_task_state(&n->t) < TG_DONE) {
         if (PyErr_CheckSignals() < 0) return -1;
         if (timeout >= 0 && waited >= timeout) {

@@ -1,7 +1,8 @@
 /* Tracing: the observer the worker loop calls for every task it finishes while a trace is
  * open (tg_rec_begin in tgpy.h, tg_rec_end here). Each worker writes into its own recorder:
- * the numbers into a C buffer (csrc/trace.c, read through cffi by taskgraph/trace.py), the
- * names and error texts into the recorder's object table. No Python call per task, except
+ * the numbers into a C buffer (csrc/trace.c; once the trace is closed, Recorder.records()
+ * hands them to taskgraph/trace.py as bytes, unpacked with `struct`), the names and error
+ * texts into the recorder's object table. No Python call per task, except
  * for tasks that failed (their error text) and the first task of each name.
  *
  * Attaching and detaching: under trace_mu, the module's list of live engines gets a recorder
@@ -273,18 +274,65 @@ static void write_record(Worker *W, RecorderObject *rec, NodeObject *n, int fina
 
 /* ---------------------------------------------------------------- the type */
 
-static PyObject *rec_get_buffer(RecorderObject *r, void *c) {
+/* Recorders reach Python only through trace_stop, after they were detached and their
+ * writers' hazard flags dropped (the top of this file): nothing writes their buffers any more,
+ * so reading them needs no lock. */
+
+/* records(): every record, as bytes (count * TRACE_REC_SIZE, layout TRACE_REC_FORMAT). */
+static PyObject *rec_records(RecorderObject *r, PyObject *unused) {
+    (void)unused;
+    int64_t n = tg_tracebuf_count(r->buf);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * (int64_t)sizeof(tg_trace_rec)));
+    if (!out) return NULL;
+    int64_t got = tg_tracebuf_copy(r->buf, 0, n, PyBytes_AS_STRING(out));
+    if (got != n) { /* cannot happen: nothing appends any more */
+        Py_DECREF(out);
+        PyErr_Format(PyExc_RuntimeError, "trace buffer changed while read (%lld of %lld records)",
+                     (long long)got, (long long)n);
+        return NULL;
+    }
+    return out;
+}
+
+/* ids(): the dependencies' key numbers (a record's are ids[deps_off:deps_off + ndeps]). */
+static PyObject *rec_ids(RecorderObject *r, PyObject *unused) {
+    (void)unused;
+    int64_t n = tg_tracebuf_nids(r->buf);
+    uint64_t *ids = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+    if (!ids) return PyErr_NoMemory();
+    tg_tracebuf_copy_ids(r->buf, ids);
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (int64_t i = 0; out && i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(ids[i]);
+        if (!v) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    PyMem_Free(ids);
+    return out;
+}
+
+static PyObject *rec_get_dropped(RecorderObject *r, void *c) {
     (void)c;
-    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)r->buf);
+    return PyLong_FromLongLong(tg_tracebuf_dropped(r->buf));
 }
 static PyObject *rec_get_objects(RecorderObject *r, void *c) {
     (void)c;
     return PyList_GetSlice(r->objects, 0, PY_SSIZE_T_MAX);
 }
 
+static PyMethodDef rec_methods[] = {
+    {"records", (PyCFunction)rec_records, METH_NOARGS,
+     "records() -> bytes: every record, TRACE_REC_SIZE bytes each, in the layout "
+     "TRACE_REC_FORMAT (a struct format) with the fields TRACE_REC_FIELDS."},
+    {"ids", (PyCFunction)rec_ids, METH_NOARGS,
+     "ids() -> list of int: the dependencies' key numbers; a record's are "
+     "ids[deps_off:deps_off + ndeps]."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef rec_getset[] = {
-    {"buffer_address", (getter)rec_get_buffer, NULL,
-     "Address of the tg_tracebuf (read through cffi after the trace closed).", NULL},
+    {"dropped", (getter)rec_get_dropped, NULL,
+     "Records lost because memory ran out while tracing.", NULL},
     {"objects", (getter)rec_get_objects, NULL,
      "The object table: names, and (type name, message) pairs of errors.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -303,6 +351,56 @@ PyTypeObject TG_RecorderType = {
     .tp_dealloc = (destructor)recorder_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "One worker's records for one trace (private; read by taskgraph.trace).",
+    .tp_methods = rec_methods,
     .tp_getset = rec_getset,
     .tp_members = rec_members,
 };
+
+/* ---------------------------------------------------------------- the records' clock */
+
+static PyObject *pair(void (*fn)(int64_t *, int64_t *)) {
+    int64_t ticks, ns;
+    fn(&ticks, &ns);
+    return Py_BuildValue("(LL)", (long long)ticks, (long long)ns);
+}
+
+PyObject *tg_py_clock_origin(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    return pair(tg_clock_origin);
+}
+
+PyObject *tg_py_clock_pair(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    return pair(tg_clock_pair);
+}
+
+PyObject *tg_py_clock_tsc(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    return PyBool_FromLong(tg_clock_tsc());
+}
+
+PyObject *tg_py_trace_gc_phase(PyObject *mod, PyObject *starting) {
+    (void)mod;
+    int on = PyObject_IsTrue(starting);
+    if (on < 0) return NULL;
+    tg_trace_gc_phase(on);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- fork */
+
+void tg_trace_after_fork_child(void) {
+    /* The only thread of the child: the parent's threads are gone, and one of them may have
+     * held trace_mu at the fork. Every engine alive now was made before the fork. */
+    pthread_mutex_init(&trace_mu, NULL);
+    for (EngineObject *e = live_engines, *next; e; e = next) {
+        next = e->live_next;
+        e->live_prev = e->live_next = NULL;
+        e->live = 0;
+        for (int i = 0; i < e->nworkers; i++)
+            /* Relaxed: one thread; no worker of this engine runs in the child. */
+            atomic_store_explicit(&e->workers[i].rec, NULL, memory_order_relaxed);
+        tg_engine_mark_forked(e);
+    }
+    live_engines = NULL;
+}

@@ -230,8 +230,7 @@ struct tg_worker_state {
 
 struct EngineObject {
     PyObject_HEAD
-    tg_pool *pool;
-    PyObject *pool_owner;    /* the cffi object that frees the pool when the last user goes */
+    tg_pool *pool;           /* owned: made by the constructor, freed by the dealloc */
     Worker *workers;
     int nworkers;
     int number;              /* Scheduler.number */
@@ -243,6 +242,11 @@ struct EngineObject {
     PyObject *broken;        /* why the engine is broken (str, under mu), or NULL */
     EngineObject *live_prev, *live_next; /* the module's live engines (trace lock) */
     int live;
+    _Atomic int forked;      /* in a child process: made before fork() (never used there) */
+    /* How the workers end (all under mu): threads expected to run work(), how many returned
+     * from it for good, whether the Scheduler was dropped without close() (the last worker
+     * to leave then drains), whether the queues were drained (once). */
+    int nthreads, exited, orphaned, drained;
 };
 
 extern PyTypeObject TG_EngineType;
@@ -254,6 +258,12 @@ void tg_engine_forget_run(EngineObject *e, RunObject *run);
  * Every active run is cancelled with BrokenSchedulerError(reason) as its error, and new
  * computes raise it; close() still works. The first reason stays. Never raises. */
 void tg_engine_break(EngineObject *e, PyObject *reason);
+/* In a child process after fork(): marks an engine made before the fork closed for good
+ * (its threads are gone, its locks may be held). Single-threaded (the after-fork hook). */
+void tg_engine_mark_forked(EngineObject *e);
+/* 0, or -1 with SchedulerClosedError if n is unfinished and belongs to an engine made before
+ * fork() (it can never finish in this child process): waiters call it before they wait. */
+int tg_engine_check_owner(NodeObject *n);
 
 /* ---------------------------------------------------------------- worker (worker.c) */
 extern tg_idle_fn tg_idle_begin, tg_idle_end;
@@ -342,6 +352,15 @@ PyObject *tg_trace_stop(PyObject *mod, PyObject *unused);
 /* Attaches recorders to an engine's workers if a trace is open (engine creation). */
 int tg_trace_attach_engine(EngineObject *e);
 void tg_trace_engine_gone(EngineObject *e);
+/* In a child process after fork() (single-threaded): resets the trace lock and marks every
+ * engine made before the fork (tg_engine_mark_forked), forgetting them. */
+void tg_trace_after_fork_child(void);
+/* The module's functions for the records' clock (trace.h): clock_origin() and clock_pair()
+ * -> (ticks, ns); clock_tsc() -> bool; trace_gc_phase(starting). */
+PyObject *tg_py_clock_origin(PyObject *mod, PyObject *unused);
+PyObject *tg_py_clock_pair(PyObject *mod, PyObject *unused);
+PyObject *tg_py_clock_tsc(PyObject *mod, PyObject *unused);
+PyObject *tg_py_trace_gc_phase(PyObject *mod, PyObject *starting);
 
 /* _task_by_name(module, qualname) -> the Task defined there (unpickling a rebuilt Task). */
 PyObject *tg_task_by_name(PyObject *unused, PyObject *args);

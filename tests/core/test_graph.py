@@ -1,0 +1,75 @@
+"""Task records (csrc/graph.c) through the test-only cffi binding: claims, dependencies,
+holds, finishing and releasing successors, and the cancel/start race."""
+import pytest
+
+_released = []
+
+
+@pytest.fixture
+def on_ready(ffi):
+    """tg_task_finish's ready() callback: collects the successors it releases."""
+    @ffi.def_extern()
+    def tgtest_ready(ctx, t):
+        _released.append(t)
+
+    _released.clear()
+    yield _released
+    _released.clear()
+
+
+def test_a_task_is_claimed_once_and_counts_as_live_in_its_run(ffi, lib):
+    run = ffi.new("tg_run *")
+    t = ffi.new("tg_task *")
+    assert lib.tg_task_state(t) == lib.TG_NEW
+    assert lib.tg_task_claim(t, run) == 1
+    assert lib.tg_task_claim(t, run) == 0
+    assert lib.tg_task_state(t) == lib.TG_PENDING
+    assert lib.tg_run_live(run) == 1
+    assert t.run == run
+    assert ffi.string(lib.tg_state_name(lib.TG_PENDING)) == b"pending"
+    assert ffi.string(lib.tg_state_name(99)) == b"invalid"
+
+
+def test_finishing_a_predecessor_releases_its_successor_once(ffi, lib, on_ready):
+    run = ffi.new("tg_run *")
+    a, b = ffi.new("tg_task *"), ffi.new("tg_task *")
+    assert lib.tg_task_claim(a, run) == 1 and lib.tg_task_claim(b, run) == 1
+    assert lib.tg_task_depend(b, a) == lib.TG_DEP_WAIT
+    assert lib.tg_task_release_hold(a) == 1  # no predecessor: ready
+    assert lib.tg_task_release_hold(b) == 0  # waits for a
+    assert lib.tg_task_state(a) == lib.TG_READY and lib.tg_task_state(b) == lib.TG_PENDING
+    assert lib.tg_task_start(a) == 1
+    assert lib.tg_task_finish(a, lib.TG_DONE, lib.tgtest_ready, ffi.NULL) == 0  # b still live
+    assert on_ready == [b]
+    assert lib.tg_task_state(a) == lib.TG_DONE and lib.tg_task_state(b) == lib.TG_READY
+    assert lib.tg_task_depend(b, a) == lib.TG_DEP_DONE  # a finished with a result already
+    assert lib.tg_task_start(b) == 1
+    assert lib.tg_task_finish(b, lib.TG_DONE, lib.tgtest_ready, ffi.NULL) == 1  # ended the run
+    assert lib.tg_run_live(run) == 0
+
+
+def test_a_failed_predecessor_poisons_its_successor(ffi, lib, on_ready):
+    run = ffi.new("tg_run *")
+    a, b = ffi.new("tg_task *"), ffi.new("tg_task *")
+    lib.tg_task_claim(a, run), lib.tg_task_claim(b, run)
+    lib.tg_task_depend(b, a)
+    lib.tg_task_release_hold(a), lib.tg_task_release_hold(b)
+    lib.tg_task_start(a)
+    lib.tg_task_finish(a, lib.TG_FAILED, lib.tgtest_ready, ffi.NULL)
+    assert on_ready == [b]
+    assert lib.tg_task_poisoned(b) == lib.TG_POISON_DEP
+    assert lib.tg_task_start(b) == 0  # must not run
+    c = ffi.new("tg_task *")
+    lib.tg_task_claim(c, run)
+    assert lib.tg_task_depend(c, a) == lib.TG_DEP_POISON
+
+
+def test_cancel_and_start_exactly_one_wins(ffi, lib):
+    run = ffi.new("tg_run *")
+    t, u = ffi.new("tg_task *"), ffi.new("tg_task *")
+    lib.tg_task_claim(t, run), lib.tg_task_claim(u, run)
+    assert lib.tg_task_cancel(t, lib.TG_POISON_CANCEL) == 1
+    assert lib.tg_task_start(t) == 0
+    assert lib.tg_task_start(u) == 1
+    assert lib.tg_task_cancel(u, lib.TG_POISON_CANCEL) == 0
+    assert lib.tg_task_poisoned(u) == lib.TG_POISON_STARTED
