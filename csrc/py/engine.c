@@ -389,11 +389,17 @@ static PyObject *engine_get_forked(EngineObject *e, void *c) {
 }
 
 int tg_engine_check_owner(NodeObject *n) {
-    /* Relaxed: written once by the claim, before the node could be waited for (tgpy.h). The
-     * owner is alive while the node is unfinished: its run is live, so the engine's list of
-     * active runs holds the run, which holds the engine. */
+    if (!tg_runs_after_fork()) return 0; /* no fork() in this process's past: nothing to check */
+    /* Relaxed owner: written once by the claim, before the node could be waited for
+     * (tgpy.h). The owner is alive while the node is unfinished: its run is live, so the
+     * engine's list of active runs holds the run, which holds the engine; under the runs'
+     * lock a node seen unfinished keeps its run from being freed (run.c), so the engine is
+     * not freed while we look at it either. */
+    tg_runs_lock();
     EngineObject *e = (EngineObject *)atomic_load_explicit(&n->owner, memory_order_relaxed);
-    if (!e || tg_task_state(&n->t) >= TG_DONE || !is_forked(e)) return 0;
+    int stale = e && tg_task_state(&n->t) < TG_DONE && is_forked(e);
+    tg_runs_unlock();
+    if (!stale) return 0;
     PyObject *key = tg_node_key(n);
     if (key) {
         PyErr_Format(TG.SchedulerClosedError,

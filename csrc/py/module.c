@@ -340,6 +340,7 @@ static PyObject *check_owner(PyObject *mod, PyObject *node) {
 static PyObject *after_fork_child(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     tg_trace_after_fork_child();
+    tg_runs_forked();
     Py_RETURN_NONE;
 }
 

@@ -15,6 +15,19 @@ static pthread_mutex_t runs_mu = PTHREAD_MUTEX_INITIALIZER;
 void tg_runs_lock(void) { tg_lock_detached(&runs_mu); }
 void tg_runs_unlock(void) { pthread_mutex_unlock(&runs_mu); }
 
+/* Set in a child process after fork() (tg_runs_forked): the runs of engines made before the
+ * fork can never end there. Relaxed: written by the child's only thread in the fork hook,
+ * before it starts any other. */
+static _Atomic int after_fork;
+
+int tg_runs_after_fork(void) { return atomic_load_explicit(&after_fork, memory_order_relaxed); }
+
+void tg_runs_forked(void) {
+    /* A thread of the parent may have held the lock at the fork: it does not exist here. */
+    pthread_mutex_init(&runs_mu, NULL);
+    atomic_store_explicit(&after_fork, 1, memory_order_relaxed); /* see after_fork */
+}
+
 int64_t tg_live_runs(void) { return atomic_load_explicit(&live_runs, memory_order_relaxed); }
 
 static PyObject *run_new(PyTypeObject *type, PyObject *args, PyObject *kw) {

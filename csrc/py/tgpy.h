@@ -190,6 +190,10 @@ extern PyTypeObject TG_RunType;
  * (node.cancel(); see run.c). No Python call while it is held. */
 void tg_runs_lock(void);
 void tg_runs_unlock(void);
+/* In a child process after fork(): resets the runs' lock and remembers the fork. */
+void tg_runs_forked(void);
+/* Whether this process is the child of a fork() made while taskgraph was loaded. */
+int tg_runs_after_fork(void);
 /* Run objects alive (the leak test reads it). */
 int64_t tg_live_runs(void);
 

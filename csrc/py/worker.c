@@ -682,6 +682,7 @@ int tg_join(Worker *W, NodeObject *n) {
     if (tg_task_run(&n->t) != mine) tg_task_want(&n->t);
     /* Relaxed owner: NULL (claimed inline, or a moment ago) counts as foreign: we poll. */
     int foreign = atomic_load_explicit(&n->owner, memory_order_relaxed) != (const void *)W->engine;
+    if (foreign && tg_engine_check_owner(n) < 0) return -1; /* a run made before fork() */
     if (join_wait(W, n, foreign) == TG_FIND_SHUTDOWN && tg_task_state(&n->t) < TG_DONE) {
         PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
         if (ck)

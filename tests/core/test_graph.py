@@ -25,7 +25,7 @@ def test_a_task_is_claimed_once_and_counts_as_live_in_its_run(ffi, lib):
     assert lib.tg_task_claim(t, run) == 0
     assert lib.tg_task_state(t) == lib.TG_PENDING
     assert lib.tg_run_live(run) == 1
-    assert t.run == run
+    assert lib.tg_task_run(t) == run
     assert ffi.string(lib.tg_state_name(lib.TG_PENDING)) == b"pending"
     assert ffi.string(lib.tg_state_name(99)) == b"invalid"
 
@@ -73,3 +73,21 @@ def test_cancel_and_start_exactly_one_wins(ffi, lib):
     assert lib.tg_task_start(u) == 1
     assert lib.tg_task_cancel(u, lib.TG_POISON_CANCEL) == 0
     assert lib.tg_task_poisoned(u) == lib.TG_POISON_STARTED
+
+
+def test_a_task_another_run_wants_is_not_skipped_when_its_own_run_is_cancelled(ffi, lib):
+    run = ffi.new("tg_run *")
+    t = ffi.new("tg_task *")
+    assert lib.tg_task_claim(t, run) == 1
+    lib.tg_task_want(t)                      # a concurrent compute needs it
+    assert lib.tg_task_wanted(t) == 1
+    assert lib.tg_task_run_skips(t) == 0     # the hand-out in the cancelled run runs it
+
+
+def test_a_run_cancel_decided_before_anyone_wants_the_task_skips_it(ffi, lib):
+    run = ffi.new("tg_run *")
+    t = ffi.new("tg_task *")
+    assert lib.tg_task_claim(t, run) == 1
+    assert lib.tg_task_run_skips(t) == 1     # decided first (once, at the hand-out): skipped
+    lib.tg_task_want(t)                      # too late for that hand-out
+    assert lib.tg_task_wanted(t) == 1
