@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make setup: provide a free-threaded CPython, the project venvs and Graphviz. Idempotent:
-# a second run with nothing to do prints one line. See README.md "What make setup installs".
+# a second run with nothing to do prints one line. See README.md "Work on taskgraph itself".
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
