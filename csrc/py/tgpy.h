@@ -92,8 +92,7 @@ static inline void tg_node_set_parent(NodeObject *n, NodeObject *p) {
     /* Release: pairs with the acquire in tg_node_parent. */
     atomic_store_explicit(&n->parent, p, memory_order_release);
 }
-/* The run of a claimed node, as a RunObject (NULL: claimed inline or not claimed). */
-#define NODE_RUN(n) (tg_task_run(&(n)->t) ? RUN_OF(tg_task_run(&(n)->t)) : NULL)
+
 
 enum { TG_CANCEL_ASKED = 1, TG_CANCEL_RUNNING = 2 };
 
