@@ -5,7 +5,7 @@ PY    := $(VENV)/bin/python
 GILPY := .venv-gil/bin/python
 REPORTPY := $(shell [ -x .venv-gil/bin/python ] && echo .venv-gil/bin/python || echo .venv/bin/python)
 CC    ?= gcc
-CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc
+CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc -DTG_TEST_HOOKS
 CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c csrc/trace.c
 CTESTS := deque graph pool sleep oom
 # test_oom fails the core's allocations in turn: it is linked with --wrap for the allocators.

@@ -2,12 +2,17 @@
  * docs/design/scheduler.md for the protocol. */
 #include "graph.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 struct tg_edge {
     tg_task *to;
     tg_edge *next;
 };
+
+#ifdef TG_TEST_HOOKS
+void (*tg_test_after_seal)(tg_task *t);
+#endif
 
 /* Marks a successor list that its task has finished: nobody may add edges any more. */
 #define TG_SEALED ((tg_edge *)(uintptr_t)1)
@@ -43,6 +48,17 @@ int tg_task_claim_inline(tg_task *t) {
     return 1;
 }
 
+/* The finisher seals the successor list before it stores the final state (the state is its
+ * last write to the task: a joiner that sees it may free the task). A dependent told "already
+ * finished" may run at once and look at its predecessor, so the depender waits for that store
+ * here. The finisher is between two adjacent stores and waits for nothing; the wait is a few
+ * instructions unless it was preempted just there (hence the yield). */
+static void wait_state_stored(tg_task *pred) {
+    /* Acquire: pairs with the release store of the state in tg_task_finish. */
+    for (int spins = 0; atomic_load_explicit(&pred->state, memory_order_acquire) < TG_DONE; spins++)
+        if (spins >= 64) sched_yield();
+}
+
 tg_dep_result tg_task_depend(tg_task *succ, tg_task *pred) {
     /* Relaxed: succ still holds its +1, so deps cannot reach 0 meanwhile; the decrement that
      * later releases succ is acq_rel. */
@@ -59,6 +75,7 @@ tg_dep_result tg_task_depend(tg_task *succ, tg_task *pred) {
     for (;;) {
         if (head == TG_SEALED) {
             free(e);
+            wait_state_stored(pred);
             /* Relaxed: the hold keeps deps above 0 (see above). */
             atomic_fetch_sub_explicit(&succ->deps, 1, memory_order_relaxed);
             /* Acquire: `final` is stored before the list is sealed, and the acquire load that saw
@@ -97,9 +114,13 @@ int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task 
      * an edge (we see each edge's fields); release pairs with a later adder's acquire load of
      * TG_SEALED (it sees `final`). The detached list now belongs to this thread. */
     tg_edge *e = atomic_exchange_explicit(&t->succ, TG_SEALED, memory_order_acq_rel);
+#ifdef TG_TEST_HOOKS
+    if (tg_test_after_seal) tg_test_after_seal(t); /* C tests: hold the window open */
+#endif
     /* Release: pairs with the acquire loads in tg_task_state; a thread that sees the final
      * state sees the result stored before this call. Successors are released below, so a
-     * successor always sees its predecessors finished. */
+     * successor always sees its predecessors finished; a depender that saw the sealed list
+     * waits for this store (wait_state_stored). */
     atomic_store_explicit(&t->state, final, memory_order_release);
     while (e) {
         tg_edge *next = e->next;

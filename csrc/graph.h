@@ -92,7 +92,8 @@ int tg_task_claim(tg_task *t, tg_run *run);
 int tg_task_claim_inline(tg_task *t);
 /* Records that succ (claimed, held) waits for pred (claimed). Safe while pred finishes
  * concurrently: the edge is either seen by pred's finish or not added (no lost, no double
- * release). */
+ * release). TG_DEP_DONE / TG_DEP_POISON are returned only once pred's final state is visible
+ * (tg_task_state), so succ released at once sees its predecessor finished. */
 tg_dep_result tg_task_depend(tg_task *succ, tg_task *pred);
 /* Drops the hold of a claimed task. Returns 1 when the task became READY (the caller must
  * queue it), else 0. */
@@ -143,6 +144,11 @@ void tg_run_cancel(tg_run *r);
 int tg_run_is_cancelled(const tg_run *r);
 /* Claimed tasks of the run not finished yet (an estimate while the run is live). */
 int64_t tg_run_live(const tg_run *r);
+#ifdef TG_TEST_HOOKS
+/* C tests only (built with -DTG_TEST_HOOKS; never in the extension): called by tg_task_finish
+ * between sealing the successor list and storing the final state. */
+extern void (*tg_test_after_seal)(tg_task *t);
+#endif
 /* Human-readable name of a state ("invalid" outside the enum). */
 const char *tg_state_name(int state);
 

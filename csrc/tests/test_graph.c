@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define THREADS 4
 
@@ -73,6 +74,10 @@ static void *adder(void *arg) {
     for (int i = first; i < SUCCS; i += THREADS - 1) {
         tg_dep_result r = tg_task_depend(&succ[i], &pred);
         CHECK(r == TG_DEP_WAIT || r == TG_DEP_DONE, "depend %d", r);
+        /* A predecessor reported finished is finished for everyone who looks at it (the
+         * dependent, released now, may run at once and read its state). */
+        if (r == TG_DEP_DONE)
+            CHECK(tg_task_state(&pred) == TG_DONE, "DEP_DONE while pred is %s", tg_state_name(tg_task_state(&pred)));
         if (tg_task_release_hold(&succ[i])) count_ready(NULL, &succ[i]);
     }
     return NULL;
@@ -86,8 +91,16 @@ static void *finisher(void *arg) {
     return NULL;
 }
 
+/* Widens the finisher's window between sealing and storing the state, where a depender
+ * sees the sealed list: a dependent reported ready must still see its predecessor finished. */
+static void slow_seal(tg_task *t) {
+    (void)t;
+    usleep(20);
+}
+
 static void test_edges_race_finish(void) {
     int rounds = sanitized() ? 300 : 3000;
+    tg_test_after_seal = slow_seal;
     for (int k = 0; k < rounds; k++) {
         tg_run run;
         memset(&run, 0, sizeof run);
@@ -112,6 +125,7 @@ static void test_edges_race_finish(void) {
         }
         CHECK(tg_run_live(&run) == SUCCS + 1, "live");
     }
+    tg_test_after_seal = NULL;
     printf("ok edges racing with a finish: each successor released once (%d rounds)\n", rounds);
 }
 
