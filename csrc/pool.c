@@ -294,6 +294,13 @@ int64_t tg_pool_queued(tg_pool *p) {
     return n;
 }
 
+int tg_pool_wants_work(tg_pool *p, int w) {
+    if (p->n == 1 || tg_deque_size(p->w[w].dq) > 0) return 0;
+    /* Relaxed: a hint; a stale answer only makes a split a little early or late. */
+    uint64_t v = atomic_load_explicit(&p->idle, memory_order_relaxed);
+    return SLEEPERS(v) > 0 || SEARCHERS(v) > 0;
+}
+
 /* Is there work that worker w could take (another deque, or the injector)? */
 static int work_visible(tg_pool *p, int w) {
     /* Relaxed loads: ordered after the registration in `idle` by park()'s seq_cst fence. */

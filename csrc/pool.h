@@ -61,6 +61,10 @@ int tg_pool_workers(const tg_pool *p);
 /* How many workers are parked waiting for new work right now (a snapshot, for tests and
  * tools: the no-lost-wake-up test waits until every worker sleeps before it submits). */
 int tg_pool_sleeping(tg_pool *p);
+/* Worker w only: whether handing out work now would feed an idle worker: w's own deque is
+ * empty (nothing there to steal) and some worker is searching or parked waiting for work.
+ * A hint for adaptive splitting (tg.map), read without synchronisation. */
+int tg_pool_wants_work(tg_pool *p, int w);
 void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end);
 /* Tests only: probe(ctx, w) is called by a worker about to park, after it has registered as a
  * sleeper and before it re-checks the queues (docs/design/sleep.md); a test holds it there to
