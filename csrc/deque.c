@@ -21,12 +21,12 @@
  *     reading an old buffer never touches freed memory (no epoch reclamation needed; the
  *     memory cost is bounded by the final capacity, as the buffers double).
  *  5. steal reports a lost CAS as TG_RETRY instead of returning a special "abort" item.
- *  6. tg_deque_steal_batch (not in the paper) takes up to half of the deque, but item by item,
- *     each with the full single-item protocol (fence, bottom re-read against the range, CAS of
- *     top by one): a single CAS of top over k items is unsound here, because the owner's pop
- *     takes the bottom item without any CAS whenever it sees more than one item, so pops made
- *     between a thief's read of bottom and its batch CAS could take items of the batch
- *     (docs/design/deque.md, "Batch steal", gives the interleaving).
+ *  7. tg_deque_steal_batch (not in the paper; docs/design/deque.md's 6 is the fences) takes
+ *     up to half of the deque, but item by item, each with the full single-item protocol
+ *     (fence, bottom re-read against the range, CAS of top by one). A single CAS of top over
+ *     k items is unsound here: the owner's pop takes the bottom item without any CAS
+ *     whenever it sees more than one item, so pops made between a thief's read of bottom and
+ *     its batch CAS could take items of the batch (docs/design/deque.md, "Batch steal").
  */
 #include "deque.h"
 
@@ -189,7 +189,7 @@ tg_status tg_deque_steal_batch(tg_deque *d, int64_t max, uint64_t *items, int64_
     /* Half of what the deque held, rounded up, this first item included. */
     int64_t want = (avail + 1) / 2;
     if (want > max) want = max;
-    /* DEPARTURE 6: the full single-item protocol for each further item (its fence and its
+    /* DEPARTURE 7: the full single-item protocol for each further item (its fence and its
      * re-read of bottom check the range, its CAS claims exactly one slot), so the owner's
      * CAS-free pops stay safe. A lost race or an empty deque ends the batch: what is already
      * taken is ours. */
