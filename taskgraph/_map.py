@@ -12,6 +12,8 @@ task.
 from __future__ import annotations
 
 import threading
+from itertools import islice as _islice, starmap as _starmap
+from time import perf_counter
 
 from taskgraph._native import core
 from taskgraph.errors import CancelledError, SchedulerClosedError
@@ -20,7 +22,11 @@ from taskgraph.task import Task
 
 __all__ = ["map"]
 
-_BLOCK_MAX = 256  # most items run between two looks at the split signal / the stop flags
+# Items run between two looks at the split signal and the stop flags: the block doubles while
+# a block takes less than _BLOCK_TIME seconds (up to _BLOCK_MAX items), so trivial items cost
+# one look per thousands of items, and slow ones are looked after every few items.
+_BLOCK_TIME = 50e-6
+_BLOCK_MAX = 1 << 14
 
 _builtin_map = map
 
@@ -102,11 +108,14 @@ def _run_range(st, lo, hi):
             continue
         b = min(hi, lo + block)
         res = []
+        t0 = perf_counter()
         try:
+            it = iter(items)
+            it.__setstate__(lo)  # a list iterator starting at lo: no copy of the block
             if st.star:
-                res.extend(call(*args) for args in items[lo:b])
+                res.extend(_starmap(call, _islice(it, b - lo)))
             else:
-                res.extend(_builtin_map(call, items[lo:b]))
+                res.extend(_builtin_map(call, _islice(it, b - lo)))
         except Exception as e:  # noqa: BLE001 - stored, raised by map() with the item index
             i = lo + len(res)
             out[lo:i] = res
@@ -114,7 +123,7 @@ def _run_range(st, lo, hi):
             break
         out[lo:b] = res
         lo = b
-        if block < _BLOCK_MAX:
+        if block < _BLOCK_MAX and perf_counter() - t0 < _BLOCK_TIME:
             block *= 2
     for k in kids:  # range tasks never raise their items' errors: only a cancel comes out
         try:
@@ -126,8 +135,9 @@ def _run_range(st, lo, hi):
 def map(fn, *iterables, chunksize: int | None = None) -> list:
     """Parallel ``builtins.map``: ``[fn(*args) for args in zip(*iterables)]``, computed on the
     scheduler, as a list in input order. Several iterables stop at the shortest (as
-    ``builtins.map``); every input is read into a list first (generators too); items are
-    passed as they are (Nodes among them are not computed).
+    ``builtins.map``); a single list is used as it is (do not change it while ``map``
+    runs), any other input is read into a list first (generators too); items are passed as
+    they are (Nodes among them are not computed).
 
     ``fn`` may be a plain callable or a ``tg.Task``: a Task's function is called per item
     (no node per item), and its ``retries``/``retry_on`` apply to each item on its own.
@@ -164,7 +174,12 @@ def map(fn, *iterables, chunksize: int | None = None) -> list:
             raise TypeError(f"taskgraph.map over {name}: argument {k + 1} is not iterable "
                             f"({type(it).__name__})") from None
     star = len(iterables) > 1
-    items = list(zip(*iterables)) if star else list(iterables[0])
+    if star:
+        items = list(zip(*iterables))
+    elif type(iterables[0]) is list:  # used as is: a copy would cost a reference per item
+        items = iterables[0]
+    else:
+        items = list(iterables[0])
     if not items:
         return []
     st = _MapState(call, star, items, chunksize, Task(_run_range, name=f"map[{name}]"))

@@ -110,16 +110,23 @@ def test_first_error_in_input_order_is_raised_with_its_index(two, chunksize):
 def test_items_after_a_failure_are_not_all_run(two):
     ran = []
 
-    def first_fails(x):
+    def early_fails(x):
         ran.append(x)
-        if x == 0:
-            raise RuntimeError("first")
         time.sleep(0.001)
+        if x == 5:
+            raise RuntimeError("early")
         return x
 
-    with pytest.raises(RuntimeError, match="first"):
-        tg.map(first_fails, range(2000), chunksize=None)
-    assert len(ran) < 2000  # the chunks stopped once item 0 had failed
+    with pytest.raises(RuntimeError, match="early"):
+        tg.map(early_fails, range(2000), chunksize=None)
+    assert set(range(6)) <= set(ran)
+    assert len(ran) < 2000  # the other ranges stopped once item 5 had failed
+
+
+@pytest.mark.parametrize("make", [tuple, list, lambda xs: xs, lambda xs: dict.fromkeys(xs),
+                                  type("ListSub", (list,), {})])
+def test_any_iterable_input(two, make):
+    assert tg.map(square, make(range(300))) == [x * x for x in range(300)]
 
 
 def test_inside_a_task_it_forks_and_joins_on_the_worker(two):
