@@ -296,7 +296,9 @@ int64_t tg_pool_queued(tg_pool *p) {
 
 int tg_pool_wants_work(tg_pool *p, int w) {
     if (p->n == 1 || tg_deque_size(p->w[w].dq) > 0) return 0;
-    /* Relaxed: a hint; a stale answer only makes a split a little early or late. */
+    /* Relaxed: a hint, paired with nothing (the seq_cst RMWs of search(), park() and
+     * stop_searching() write it; a stale answer only makes a split a little early or late).
+     * tg_deque_size's loads are relaxed for the same reason. */
     uint64_t v = atomic_load_explicit(&p->idle, memory_order_relaxed);
     return SLEEPERS(v) > 0 || SEARCHERS(v) > 0;
 }
@@ -437,8 +439,9 @@ static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out) 
     if (s != TG_OK) return s;
     for (int64_t i = 0; i < n; i++) {
         stat_inc(me, TG_STAT_STOLEN);
-        /* Relaxed: a hint for joiners (leapfrogging), not a synchronisation point. Stored
-         * before the task is pushed again: once on our deque another worker may run it. */
+        /* Relaxed: a hint for joiners (leapfrogging), read relaxed in search(); not a
+         * synchronisation point. Stored before the task is pushed again: once on our deque
+         * another worker may run and finish it. */
         atomic_store_explicit(&((tg_task *)(uintptr_t)items[i])->thief, w + 1, memory_order_relaxed);
     }
     for (int64_t i = 1; i < n; i++)
