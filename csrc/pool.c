@@ -395,7 +395,9 @@ int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refu
 static tg_find hand_out(tg_pool *p, int w, uint64_t item, int stolen, tg_task **out) {
     tg_task *t = (tg_task *)(uintptr_t)item;
     t->worker = w;
-    t->stolen = (uint8_t)stolen;
+    /* steal_from marked every task it took (a batch's too: whoever takes it from the
+     * thief's deque, it changed workers); stolen is 1 for those. */
+    t->stolen = (uint8_t)(stolen | t->stolen);
     /* A task of a cancelled run gets that reason stored (so node.cancel() racing with us
      * reports that it never runs), unless another run wants it (tg_task_want: a concurrent
      * compute that shares it must not see it cancelled by this run's cancel); any other is
@@ -438,11 +440,19 @@ static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out) 
     tg_status s = tg_deque_steal_batch(p->w[v].dq, max, items, &n);
     if (s != TG_OK) return s;
     for (int64_t i = 0; i < n; i++) {
-        stat_inc(me, TG_STAT_STOLEN);
+        tg_task *t = (tg_task *)(uintptr_t)items[i];
+        /* Counted once per task, when it first changes workers (a task of a batch may be
+         * stolen again from our deque), so the counter equals the trace's stolen flags. Plain
+         * accesses: the task is ours alone until the push below publishes it (the release
+         * store of bottom; the next reader takes it with the pop's or a steal's acquire). */
+        if (!t->stolen) {
+            stat_inc(me, TG_STAT_STOLEN);
+            t->stolen = 1;
+        }
         /* Relaxed: a hint for joiners (leapfrogging), read relaxed in search(); not a
          * synchronisation point. Stored before the task is pushed again: once on our deque
          * another worker may run and finish it. */
-        atomic_store_explicit(&((tg_task *)(uintptr_t)items[i])->thief, w + 1, memory_order_relaxed);
+        atomic_store_explicit(&t->thief, w + 1, memory_order_relaxed);
     }
     for (int64_t i = 1; i < n; i++)
         /* Out of memory cannot happen (room checked above), and could not be reported: the

@@ -36,7 +36,8 @@ typedef enum {
 typedef enum {
     TG_STAT_RUN = 0,        /* tasks handed to this worker (run or skipped) */
     TG_STAT_SPAWNED,        /* tasks created from inside this worker's tasks */
-    TG_STAT_STOLEN,         /* tasks this worker stole from another worker */
+    TG_STAT_STOLEN,         /* tasks this worker stole from another worker (one at a time,
+                             * or in a batch: counted when a task first changes workers) */
     TG_STAT_STEAL_ATTEMPTS, /* steal calls (ok, empty or lost a race) */
     TG_STAT_INJECTED,       /* tasks this worker took from the injector */
     TG_STAT_PARKS,          /* times this worker slept */
