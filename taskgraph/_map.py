@@ -121,6 +121,11 @@ def _run_range(st, lo, hi):
             out[lo:i] = res
             st.failed(i, e)
             break
+        if len(res) != b - lo:  # the caller's list shrank under us (it is not copied)
+            out[lo:lo + len(res)] = res
+            st.failed(lo + len(res), RuntimeError("taskgraph.map: the input list changed size "
+                                                  "while map was running"))
+            break
         out[lo:b] = res
         lo = b
         if block < _BLOCK_MAX and perf_counter() - t0 < _BLOCK_TIME:

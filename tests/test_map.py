@@ -230,3 +230,16 @@ def test_outside_a_task_it_uses_the_current_scheduler(two):
     with tg.use_scheduler(two):
         assert tg.map(square, range(100)) == [x * x for x in range(100)]
     assert sum(w["tasks_run"] for w in two.stats()) > before
+
+
+def test_an_input_list_shrinking_under_map_is_an_error_not_wrong_results(two):
+    xs = list(range(1000))
+
+    def shrink(x):
+        if x == 10:
+            del xs[500:]
+        return x
+
+    with pytest.raises(RuntimeError, match="changed size") as ei:
+        tg.map(shrink, xs, chunksize=1000)
+    assert any("item 500" in n for n in ei.value.__notes__)
