@@ -130,9 +130,10 @@ bench: bench-deps
 	@$(PY) benchmarks/dask_overhead.py --out benchmarks/results/dask.json
 	@$(PY) benchmarks/reliability.py --out benchmarks/results/reliability.json
 	@$(PY) benchmarks/memory.py --out benchmarks/results/memory.json
+	@$(PY) benchmarks/map_fanout.py --out benchmarks/results/map_fanout.json
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
 	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
-	  --dask benchmarks/results/dask.json
+	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json
 
 bench-quick: bench-deps
 	@mkdir -p build/bench-quick
@@ -142,6 +143,7 @@ bench-quick: bench-deps
 	@$(PY) benchmarks/dask_overhead.py --quick --out build/bench-quick/dask.json
 	@$(PY) benchmarks/reliability.py --quick --out build/bench-quick/reliability.json
 	@$(PY) benchmarks/memory.py --quick --out build/bench-quick/memory.json
+	@$(PY) benchmarks/map_fanout.py --quick --out build/bench-quick/map_fanout.json
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:

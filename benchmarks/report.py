@@ -2,7 +2,7 @@
 of docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.png.
 
     python benchmarks/report.py --suite FT.json [--gil GIL.json] [--per-task PT.json]
-                                [--instructions INSTR.json]
+                                [--instructions INSTR.json] [--dask DASK.json] [--map MAP.json]
 
 Needs matplotlib for the plot (the `plot` extra; `make bench` installs it in .venv-gil, since
 matplotlib does not build on CPython 3.13t). Without it the tables are still written.
@@ -252,6 +252,39 @@ def dask_table(dk):
     return "\n".join(lines)
 
 
+def map_table(mp):
+    """The flat fan-out and tg.map figures (benchmarks/map_fanout.py)."""
+    ft, fb, mt, m20 = mp["fanout_trivial"], mp["fanout_50us"], mp["map_trivial"], mp["map_20us"]
+    us = lambda r: f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"  # noqa: E731
+    crit = lambda r: f"{r['speedup_2w_cpu_critical']:.2f}x" if r.get("speedup_2w_cpu_critical") else "n/a"  # noqa: E731
+    load = ", ".join(f"{x:.1f}" for x in mp.get("loadavg_start", ()))
+    lines = ["### Flat fan-outs and tg.map (benchmarks/map_fanout.py)", "",
+             f"Medians of {ft['us_per_child_1w']['runs']} alternated runs (min-max); load average "
+             f"at the start: {load or 'not recorded'}. CPU is the process CPU time (both workers "
+             "and the caller).", "",
+             "| figure | 1 worker | 2 workers | target |", "|---|---|---|---|",
+             f"| {ft['children']:,} trivial children, wall us per child | {us(ft['us_per_child_1w'])} | "
+             f"{us(ft['us_per_child_2w'])} | 2w <= 1w |",
+             f"| the same, CPU us per child | {us(ft['cpu_us_per_child_1w'])} | "
+             f"{us(ft['cpu_us_per_child_2w'])} | |",
+             f"| the same, CPU-critical speed-up (>= 1: 2w costs no more per child) | | {crit(ft)} | >= 1 |",
+             f"| {fb['children']:,} children of ~50 us, wall | {fmt_t(fb['t_1w'])} | {fmt_t(fb['t_2w'])} "
+             f"({fb['speedup_2w']:.2f}x) | >= 1.8x |",
+             f"| the same, CPU-critical speed-up | | {crit(fb)} | >= 1.8x |", "",
+             f"Steal counters of the 2-worker fan-out, per run: {ft['stolen_per_run_2w']:,.0f} tasks "
+             f"stolen in {ft['steal_attempts_per_run_2w']:,.0f} steal attempts; tasks run per worker "
+             + " / ".join(f"{x:,.0f}" for x in ft["tasks_run_per_worker_per_run_2w"]) + ".", "",
+             "| tg.map, 2 workers | items | serial | tg.map | speed-up (CPU-critical) | "
+             "ThreadPoolExecutor.map | joblib (threading) | dask.bag.map | target |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for label, r, target in (("trivial items", mt, "no slower"), ("~20 us items", m20, ">= 1.6x")):
+        peer = lambda k: f"{r[k]['us_per_item']:.2f} us/item" if k in r else "n/a"  # noqa: E731, B023
+        lines.append(f"| {label} | {r['items']:,} | {fmt_t(r['serial'])} | {fmt_t(r['tg.map'])} | "
+                     f"{r['speedup_2w']:.2f}x ({crit(r)}) | {peer('threadpool.map')} | {peer('joblib-threads')} | "
+                     f"{peer('dask.bag.map')} | {target} |")
+    return "\n".join(lines)
+
+
 def plot(doc):
     try:
         import matplotlib
@@ -299,12 +332,13 @@ def main(argv=None):
     ap.add_argument("--per-task")
     ap.add_argument("--instructions")
     ap.add_argument("--dask")
+    ap.add_argument("--map")
     a = ap.parse_args(argv)
     read = lambda p: json.load(open(p)) if p and os.path.exists(p) else None  # noqa: E731
     doc, gil, pt, ins = read(a.suite), read(a.gil), read(a.per_task), read(a.instructions)
-    dk = read(a.dask)
+    dk, mp = read(a.dask), read(a.map)
     merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins,
-              "dask": dk}
+              "dask": dk, "map_fanout": mp}
     os.makedirs(os.path.dirname(LATEST), exist_ok=True)
     with open(LATEST, "w") as f:
         json.dump(merged, f, indent=1)
@@ -323,6 +357,8 @@ def main(argv=None):
         gen += [instructions_table(ins), ""]
     if dk:
         gen += [dask_table(dk), ""]
+    if mp:
+        gen += [map_table(mp), ""]
     gen += [tables(doc, gil), END]
     text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     i, j = text.index(BEGIN), text.index(END) + len(END)

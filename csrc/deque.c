@@ -21,6 +21,12 @@
  *     reading an old buffer never touches freed memory (no epoch reclamation needed; the
  *     memory cost is bounded by the final capacity, as the buffers double).
  *  5. steal reports a lost CAS as TG_RETRY instead of returning a special "abort" item.
+ *  7. tg_deque_steal_batch (not in the paper; docs/design/deque.md's 6 is the fences) takes
+ *     up to half of the deque, but item by item, each with the full single-item protocol
+ *     (fence, bottom re-read against the range, CAS of top by one). A single CAS of top over
+ *     k items is unsound here: the owner's pop takes the bottom item without any CAS
+ *     whenever it sees more than one item, so pops made between a thief's read of bottom and
+ *     its batch CAS could take items of the batch (docs/design/deque.md, "Batch steal").
  */
 #include "deque.h"
 
@@ -145,7 +151,9 @@ tg_status tg_deque_pop(tg_deque *d, uint64_t *out) {
     return TG_OK;
 }
 
-tg_status tg_deque_steal(tg_deque *d, uint64_t *out) {
+/* The single-item steal. *avail (if not NULL) receives bottom - top as read by this steal
+ * (how many items the deque held, this one included), when TG_OK. */
+static tg_status steal_one(tg_deque *d, uint64_t *out, int64_t *avail) {
     /* Acquire: pairs with the seq_cst CAS on top by other thieves / the owner's last pop. */
     int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
     /* seq_cst fence: pairs with the seq_cst fence in tg_deque_pop (see there). */
@@ -165,6 +173,27 @@ tg_status tg_deque_steal(tg_deque *d, uint64_t *out) {
                                                  memory_order_relaxed))
         return TG_RETRY; /* DEPARTURE 5 */
     *out = x;
+    if (avail) *avail = b - t;
+    return TG_OK;
+}
+
+tg_status tg_deque_steal(tg_deque *d, uint64_t *out) { return steal_one(d, out, NULL); }
+
+tg_status tg_deque_steal_batch(tg_deque *d, int64_t max, uint64_t *items, int64_t *n) {
+    *n = 0;
+    if (max < 1) return TG_EMPTY;
+    int64_t avail;
+    tg_status s = steal_one(d, &items[0], &avail);
+    if (s != TG_OK) return s;
+    *n = 1;
+    /* Half of what the deque held, rounded up, this first item included. */
+    int64_t want = (avail + 1) / 2;
+    if (want > max) want = max;
+    /* DEPARTURE 7: the full single-item protocol for each further item (its fence and its
+     * re-read of bottom check the range, its CAS claims exactly one slot), so the owner's
+     * CAS-free pops stay safe. A lost race or an empty deque ends the batch: what is already
+     * taken is ours. */
+    while (*n < want && steal_one(d, &items[*n], NULL) == TG_OK) (*n)++;
     return TG_OK;
 }
 

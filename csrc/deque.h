@@ -31,6 +31,11 @@ int tg_deque_push(tg_deque *d, uint64_t item);
 tg_status tg_deque_pop(tg_deque *d, uint64_t *out);
 /* Any thread: takes the oldest item (FIFO). TG_OK, TG_EMPTY or TG_RETRY. */
 tg_status tg_deque_steal(tg_deque *d, uint64_t *out);
+/* Any thread: steal-half. Takes the oldest item and, behind it, up to half of what the deque
+ * held (rounded up), at most max items in all, into items[0..*n-1] (oldest first). Each item
+ * is taken by the single-item steal protocol (docs/design/deque.md, "Batch steal"). TG_OK
+ * (*n >= 1), or TG_EMPTY / TG_RETRY as tg_deque_steal for the first item (*n = 0). */
+tg_status tg_deque_steal_batch(tg_deque *d, int64_t max, uint64_t *items, int64_t *n);
 /* Approximate number of items (exact when no other thread is acting). */
 int64_t tg_deque_size(tg_deque *d);
 /* Current ring-buffer capacity (for tests of growth). */

@@ -58,7 +58,8 @@ typedef struct tg_task {
     int32_t worker;           /* index of the worker it was handed to (-1 before) */
     uint8_t skip;             /* set at hand-out: 1 = do not run (poisoned or run cancelled);
                                * written and read by the worker it is handed to only */
-    uint8_t stolen;           /* set at hand-out: 1 = taken from another worker's deque */
+    uint8_t stolen;           /* 1 = taken from another worker's deque (set at hand-out,
+                               * or by the thief of a batch; 0 at creation) */
     _Atomic uint8_t interest; /* TG_WANTED / TG_DECIDED bits (tg_task_want, tg_task_run_skips) */
     uint8_t pad;
     _Atomic(tg_edge *) succ;  /* successors; TG_SEALED once finished */

@@ -29,6 +29,7 @@ typedef enum {
 
 #define SEARCH_ROUNDS 48     /* spin/yield rounds of stealing before parking */
 #define INJECT_BATCH_MAX 32  /* most tasks a worker takes from the injector at once */
+#define STEAL_BATCH_MAX 32   /* most tasks a worker steals from another worker at once */
 
 typedef struct {
     _Alignas(64) tg_deque *dq;
@@ -293,6 +294,15 @@ int64_t tg_pool_queued(tg_pool *p) {
     return n;
 }
 
+int tg_pool_wants_work(tg_pool *p, int w) {
+    if (p->n == 1 || tg_deque_size(p->w[w].dq) > 0) return 0;
+    /* Relaxed: a hint, paired with nothing (the seq_cst RMWs of search(), park() and
+     * stop_searching() write it; a stale answer only makes a split a little early or late).
+     * tg_deque_size's loads are relaxed for the same reason. */
+    uint64_t v = atomic_load_explicit(&p->idle, memory_order_relaxed);
+    return SLEEPERS(v) > 0 || SEARCHERS(v) > 0;
+}
+
 /* Is there work that worker w could take (another deque, or the injector)? */
 static int work_visible(tg_pool *p, int w) {
     /* Relaxed loads: ordered after the registration in `idle` by park()'s seq_cst fence. */
@@ -385,7 +395,9 @@ int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refu
 static tg_find hand_out(tg_pool *p, int w, uint64_t item, int stolen, tg_task **out) {
     tg_task *t = (tg_task *)(uintptr_t)item;
     t->worker = w;
-    t->stolen = (uint8_t)stolen;
+    /* steal_from marked every task it took (a batch's too: whoever takes it from the
+     * thief's deque, it changed workers); stolen is 1 for those. */
+    t->stolen = (uint8_t)(stolen | t->stolen);
     /* A task of a cancelled run gets that reason stored (so node.cancel() racing with us
      * reports that it never runs), unless another run wants it (tg_task_want: a concurrent
      * compute that shares it must not see it cancelled by this run's cancel); any other is
@@ -412,8 +424,49 @@ static inline int is_shutdown(tg_pool *p) {
     return atomic_load_explicit(&p->shutdown, memory_order_seq_cst);
 }
 
-/* One pass over the other workers' deques, starting at `first` (or at random). */
-static int steal_pass(tg_pool *p, int w, int first, uint64_t *out) {
+/* Steals from victim v: one task, or with `batch` up to half of v's deque (steal-half: the
+ * first into *out, the rest onto w's own deque, where others can steal them in turn). */
+static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out) {
+    tg_worker *me = &p->w[w];
+    uint64_t items[STEAL_BATCH_MAX];
+    int64_t n = 0, max = 1;
+    if (batch) {
+        /* Only as many as fit in our ring without growing (a push that cannot fail). Our
+         * deque is ours alone to push onto, so this room can only grow meanwhile. */
+        max = tg_deque_capacity(me->dq) - tg_deque_size(me->dq);
+        if (max > STEAL_BATCH_MAX) max = STEAL_BATCH_MAX;
+        if (max < 1) max = 1;
+    }
+    tg_status s = tg_deque_steal_batch(p->w[v].dq, max, items, &n);
+    if (s != TG_OK) return s;
+    for (int64_t i = 0; i < n; i++) {
+        tg_task *t = (tg_task *)(uintptr_t)items[i];
+        /* Counted once per task, when it first changes workers (a task of a batch may be
+         * stolen again from our deque), so the counter equals the trace's stolen flags. Plain
+         * accesses: the task is ours alone until the push below publishes it (the release
+         * store of bottom; the next reader takes it with the pop's or a steal's acquire). */
+        if (!t->stolen) {
+            stat_inc(me, TG_STAT_STOLEN);
+            t->stolen = 1;
+        }
+        /* Relaxed: a hint for joiners (leapfrogging), read relaxed in search(); not a
+         * synchronisation point. Stored before the task is pushed again: once on our deque
+         * another worker may run and finish it. */
+        atomic_store_explicit(&t->thief, w + 1, memory_order_relaxed);
+    }
+    for (int64_t i = 1; i < n; i++)
+        /* Out of memory cannot happen (room checked above), and could not be reported: the
+         * task is claimed and nobody else holds it. Fail loudly rather than lose it. */
+        if (tg_deque_push(me->dq, items[i]) != 0) abort();
+    /* The batch is new work on our deque: tell the sleepers like any push (sleep.md, rule 1). */
+    if (n > 1) notify_new_work(p);
+    *out = items[0];
+    return TG_OK;
+}
+
+/* One pass over the other workers' deques, starting at `first` (or at random). With `batch`,
+ * a successful steal takes up to half of the victim's deque (see steal_from). */
+static int steal_pass(tg_pool *p, int w, int first, int batch, uint64_t *out) {
     tg_worker *me = &p->w[w];
     int n = p->n;
     if (n == 1) return 0;
@@ -429,13 +482,8 @@ static int steal_pass(tg_pool *p, int w, int first, uint64_t *out) {
         if (v == w) continue;
         for (int tries = 0; tries < 4; tries++) { /* retry a lost race a few times */
             stat_inc(me, TG_STAT_STEAL_ATTEMPTS);
-            tg_status s = tg_deque_steal(p->w[v].dq, out);
-            if (s == TG_OK) {
-                stat_inc(me, TG_STAT_STOLEN);
-                /* Relaxed: a hint for joiners (leapfrogging), not a synchronisation point. */
-                atomic_store_explicit(&((tg_task *)(uintptr_t)*out)->thief, w + 1, memory_order_relaxed);
-                return 1;
-            }
+            tg_status s = steal_from(p, w, v, batch, out);
+            if (s == TG_OK) return 1;
             if (s == TG_EMPTY) break;
             /* TG_RETRY: lost a race with the owner or another thief; try this victim again */
         }
@@ -527,7 +575,9 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
         }
         /* Relaxed: the thief hint (see steal_pass). */
         int first = awaited ? atomic_load_explicit(&awaited->thief, memory_order_relaxed) - 1 : -1;
-        if (steal_pass(p, w, first, out)) {
+        /* Steal-half only outside a join: a joiner takes one task at a time, so that what
+         * it nests under its join stays one stolen task (and its descendants), as before. */
+        if (steal_pass(p, w, first, awaited == NULL, out)) {
             stop_searching(p);
             return SEARCH_STOLEN;
         }

@@ -36,7 +36,8 @@ typedef enum {
 typedef enum {
     TG_STAT_RUN = 0,        /* tasks handed to this worker (run or skipped) */
     TG_STAT_SPAWNED,        /* tasks created from inside this worker's tasks */
-    TG_STAT_STOLEN,         /* tasks this worker stole from another worker */
+    TG_STAT_STOLEN,         /* tasks this worker stole from another worker (one at a time,
+                             * or in a batch: counted when a task first changes workers) */
     TG_STAT_STEAL_ATTEMPTS, /* steal calls (ok, empty or lost a race) */
     TG_STAT_INJECTED,       /* tasks this worker took from the injector */
     TG_STAT_PARKS,          /* times this worker slept */
@@ -61,6 +62,10 @@ int tg_pool_workers(const tg_pool *p);
 /* How many workers are parked waiting for new work right now (a snapshot, for tests and
  * tools: the no-lost-wake-up test waits until every worker sleeps before it submits). */
 int tg_pool_sleeping(tg_pool *p);
+/* Worker w only: whether handing out work now would feed an idle worker: w's own deque is
+ * empty (nothing there to steal) and some worker is searching or parked waiting for work.
+ * A hint for adaptive splitting (tg.map), read without synchronisation. */
+int tg_pool_wants_work(tg_pool *p, int w);
 void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end);
 /* Tests only: probe(ctx, w) is called by a worker about to park, after it has registered as a
  * sleeper and before it re-checks the queues (docs/design/sleep.md); a test holds it there to

@@ -20,6 +20,7 @@ from taskgraph.serial import serial
 from taskgraph.scheduler import (Scheduler, current_scheduler, default_scheduler, usable_cpus,
                                  use_scheduler)
 from taskgraph.compute import compute, gather
+from taskgraph._map import map
 from taskgraph.viz import GraphvizError, visualize
 from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
 from taskgraph.saving import GraphFileError, load, save
@@ -31,6 +32,6 @@ __all__ = [
     "usable_cpus", "CancelledError", "SchedulerClosedError", "TaskgraphError", "GILWarning",
     "gil_enabled", "trace", "Trace", "TaskRecord", "TraceFormatError", "visualize",
     "GraphvizError", "write_trace_files", "current_scheduler", "use_scheduler", "save", "load",
-    "GraphFileError", "cancelled", "BrokenSchedulerError",
+    "GraphFileError", "cancelled", "BrokenSchedulerError", "map",
 ]
 __version__ = "0.1.0"

@@ -459,7 +459,19 @@ static PyObject *engine_get_active(EngineObject *e, void *c) {
     return PyLong_FromLong(n);
 }
 
+/* wants_work(): inside one of this engine's tasks, whether some worker is idle while this
+ * worker's own deque is empty (tg_pool_wants_work): the signal tg.map splits on. False
+ * elsewhere. */
+static PyObject *engine_wants_work(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    Worker *W = TG_TLS.worker;
+    return PyBool_FromLong(W && W->engine == e && tg_pool_wants_work(e->pool, W->index));
+}
+
 static PyMethodDef engine_methods[] = {
+    {"wants_work", (PyCFunction)engine_wants_work, METH_NOARGS,
+     "wants_work() -> inside one of its tasks: whether a worker is idle while this worker's "
+     "own deque is empty (tg.map splits then); else False."},
     {"work", (PyCFunction)engine_work, METH_O, "work(i): worker thread i's life."},
     {"submit", (PyCFunction)engine_submit, METH_VARARGS,
      "submit(run, nodes) -> number of nodes claimed: the lazy graph under nodes joins run."},

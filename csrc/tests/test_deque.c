@@ -29,6 +29,8 @@ typedef struct {
     uint64_t *got;        /* items this thief took, in order */
     int64_t ngot, capgot;
     int64_t retries;
+    int64_t batch;        /* 0: tg_deque_steal; else tg_deque_steal_batch with this max */
+    int64_t batches;      /* batch steals that took more than one item */
 } thief_t;
 
 static void record(uint64_t **buf, int64_t *n, int64_t *cap, uint64_t v) {
@@ -43,10 +45,18 @@ static void record(uint64_t **buf, int64_t *n, int64_t *cap, uint64_t v) {
 static void *thief_main(void *arg) {
     thief_t *th = arg;
     for (;;) {
-        uint64_t v;
-        tg_status s = tg_deque_steal(th->d, &v);
-        if (s == TG_OK) record(&th->got, &th->ngot, &th->capgot, v);
-        else if (s == TG_RETRY) th->retries++;
+        uint64_t v[64];
+        int64_t n = 1;
+        tg_status s = th->batch ? tg_deque_steal_batch(th->d, th->batch, v, &n)
+                                : tg_deque_steal(th->d, &v[0]);
+        if (s == TG_OK) {
+            CHECK(n >= 1 && n <= (th->batch ? th->batch : 1), "batch of %lld", (long long)n);
+            for (int64_t i = 0; i < n; i++) record(&th->got, &th->ngot, &th->capgot, v[i]);
+            th->batches += n > 1;
+        } else if (s == TG_RETRY) {
+            CHECK(n == 0 || !th->batch, "a lost race reported %lld items", (long long)n);
+            th->retries++;
+        }
         /* Acquire: pairs with the owner's release store of stop after its last pop. */
         else if (atomic_load_explicit(th->stop, memory_order_acquire)) break;
     }
@@ -59,7 +69,7 @@ static void *thief_main(void *arg) {
  * decreasing order between pushes... precisely: each pop returns the largest item not yet
  * taken, so it is larger than every item popped later unless pushed after it; each thief's
  * steals are strictly increasing; the deque is empty at the end. */
-static void conservation(int64_t n, int nthieves, uint64_t seed) {
+static void conservation(int64_t n, int nthieves, uint64_t seed, int64_t batch, int64_t *batches) {
     tg_deque *d = tg_deque_new(2);
     CHECK(d, "tg_deque_new");
     _Atomic int stop = 0;
@@ -68,6 +78,8 @@ static void conservation(int64_t n, int nthieves, uint64_t seed) {
     memset(th, 0, sizeof th);
     for (int i = 0; i < nthieves; i++) {
         th[i].d = d; th[i].stop = &stop;
+        /* With batch: thieves 0, 2 steal-half (at most `batch`), 1, 3 steal one by one. */
+        th[i].batch = i % 2 == 0 ? batch : 0;
         CHECK(pthread_create(&tid[i], NULL, thief_main, &th[i]) == 0, "pthread_create");
     }
     uint64_t *popped = NULL; int64_t npop = 0, cappop = 0;
@@ -121,6 +133,7 @@ static void conservation(int64_t n, int nthieves, uint64_t seed) {
             if (j > 0) CHECK(v > th[i].got[j - 1], "thief %d steals not increasing", i);
         }
         total += th[i].ngot;
+        *batches += th[i].batches;
         free(th[i].got);
     }
     CHECK(total == n, "n=%lld thieves=%d: %lld items taken", (long long)n, nthieves, (long long)total);
@@ -134,13 +147,35 @@ static void conservation(int64_t n, int nthieves, uint64_t seed) {
 static void test_conservation_sweep(void) {
     int64_t limit = sanitized() ? 30000 : 90000;
     int cases = 0;
+    int64_t batches = 0;
     for (int64_t n = 1; n <= limit; n = n * 3 + 1) { /* 1, 4, 13, 40, ..., 88573 */
         for (int k = 1; k <= 4; k++) {
-            conservation(n, k, 0x9e3779b97f4a7c15ULL ^ (uint64_t)(n * 31 + k));
+            conservation(n, k, 0x9e3779b97f4a7c15ULL ^ (uint64_t)(n * 31 + k), 0, &batches);
             cases++;
         }
     }
     printf("ok conservation sweep (%d cases, n up to %lld, 1-4 thieves)\n", cases, (long long)limit);
+}
+
+/* The same under steal-half: thieves 0 and 2 take batches (at most 2, 7 or 64 items) while
+ * thieves 1 and 3 steal single items and the owner pushes and pops at random (its CAS-free
+ * pops race the batches). Every item is taken exactly once, each thief's items (batches
+ * included) come out strictly increasing, and batches of more than one item did happen. */
+static void test_conservation_batch(void) {
+    int64_t limit = sanitized() ? 30000 : 90000;
+    static const int64_t maxes[] = {2, 7, 64};
+    int cases = 0;
+    int64_t batches = 0;
+    for (int64_t n = 1; n <= limit; n = n * 3 + 1)
+        for (int k = 1; k <= 4; k++)
+            for (int m = 0; m < 3; m++) {
+                conservation(n, k, 0x5851f42d4c957f2dULL ^ (uint64_t)(n * 131 + k * 7 + m), maxes[m],
+                             &batches);
+                cases++;
+            }
+    CHECK(batches > 0, "no batch of more than one item in %d cases", cases);
+    printf("ok conservation under batch steals (%d cases, n up to %lld, %lld multi-item batches)\n",
+           cases, (long long)limit, (long long)batches);
 }
 
 /* ---------------------------------------------------------------- 2. last-element race */
@@ -237,6 +272,7 @@ static void test_growth_while_stealing(void) {
           (long long)tg_deque_capacity(d), (long long)first);
     for (int i = 0; i < 3; i++) {
         th[i].d = d; th[i].stop = &stop;
+        th[i].batch = i == 0 ? 32 : 0; /* one steal-half thief reads across buffer swaps */
         pthread_create(&tid[i], NULL, thief_main, &th[i]);
     }
     for (int64_t k = first + 1; k <= n; k++) {
@@ -287,12 +323,38 @@ static void test_sequential(void) {
     printf("ok sequential semantics\n");
 }
 
+/* Steal-half, single thread: how many items a batch takes, in which order, and its limits. */
+static void test_batch_sequential(void) {
+    tg_deque *d = tg_deque_new(2);
+    uint64_t v[64];
+    int64_t n = -1;
+    CHECK(tg_deque_steal_batch(d, 32, v, &n) == TG_EMPTY && n == 0, "empty deque: batch");
+    for (uint64_t i = 1; i <= 10; i++) tg_deque_push(d, i);
+    CHECK(tg_deque_steal_batch(d, 0, v, &n) == TG_EMPTY && n == 0, "max 0 takes nothing");
+    CHECK(tg_deque_steal_batch(d, 32, v, &n) == TG_OK && n == 5, "half of 10: took %lld", (long long)n);
+    for (int64_t i = 0; i < n; i++) CHECK(v[i] == (uint64_t)i + 1, "batch order: %llu at %lld",
+                                          (unsigned long long)v[i], (long long)i);
+    CHECK(tg_deque_steal_batch(d, 2, v, &n) == TG_OK && n == 2 && v[0] == 6 && v[1] == 7,
+          "max 2: took %lld", (long long)n);
+    CHECK(tg_deque_steal_batch(d, 32, v, &n) == TG_OK && n == 2 && v[0] == 8 && v[1] == 9,
+          "half of 3 rounds up: took %lld", (long long)n);
+    CHECK(tg_deque_pop(d, &v[0]) == TG_OK && v[0] == 10, "owner keeps the newest");
+    CHECK(tg_deque_steal_batch(d, 32, v, &n) == TG_EMPTY && n == 0, "drained deque: batch");
+    tg_deque_push(d, 11);
+    CHECK(tg_deque_steal_batch(d, 32, v, &n) == TG_OK && n == 1 && v[0] == 11, "half of 1 is 1");
+    CHECK(tg_deque_size(d) == 0, "size after batches");
+    tg_deque_free(d);
+    printf("ok batch steal semantics\n");
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     test_sequential();
+    test_batch_sequential();
     test_conservation_sweep();
+    test_conservation_batch();
     test_last_element_race();
     test_growth_while_stealing();
-    printf("deque: 4 passed, 0 failed\n");
+    printf("deque: 6 passed, 0 failed\n");
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,6 +188,60 @@ static void test_fib(tg_pool *p, _Atomic int *ended, int n) {
     CHECK(tg_task_state(&root.t) == TG_DONE, "root state");
     CHECK(root.result == fib_serial(n), "fib(%d) = %lld", n, (long long)root.result);
     printf("ok fork-join fib(%d) = %lld\n", n, (long long)root.result);
+}
+
+/* ---------------------------------------------------------------- flat fan-out, steal-half */
+/* A root task spawns FAN children onto its deque, then joins them. Each child waits until
+ * `fan_need` children (the number of workers) have started: they can only all start if the
+ * other workers take them, and a worker that steals a batch runs its first child (which
+ * waits) with the rest on its own deque, so the remaining workers must be woken to steal
+ * from it (docs/design/sleep.md, "Batches pushed by a searcher"). A lost wake-up hangs the
+ * round, and the watchdog fails the run. */
+enum { FAN = 64 };
+static _Atomic int fan_arrived;
+static int fan_need;
+
+static int fan_child(tg_pool *p, int w, job *j) {
+    (void)p; (void)w; (void)j;
+    /* seq_cst RMW and load: the barrier's counter, read by the other children's loops. */
+    atomic_fetch_add_explicit(&fan_arrived, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&fan_arrived, memory_order_seq_cst) < fan_need) sched_yield();
+    return TG_DONE;
+}
+
+static int fan_root(tg_pool *p, int w, job *j) {
+    (void)j;
+    job *kids = calloc(FAN, sizeof(job));
+    CHECK(kids, "out of memory");
+    for (int i = 0; i < FAN; i++) {
+        kids[i].fn = fan_child;
+        CHECK(tg_pool_spawn(p, w, &kids[i].t, &fib_run) == TG_PUSH_QUEUED, "spawn child %d", i);
+    }
+    for (int i = 0; i < FAN; i++) join(p, w, &kids[i]);
+    for (int i = 0; i < FAN; i++)
+        CHECK(atomic_load(&kids[i].runs) == 1 && tg_task_state(&kids[i].t) == TG_DONE, "child %d", i);
+    free(kids);
+    return TG_DONE;
+}
+
+static void test_fanout_batches(tg_pool *p, _Atomic int *ended, int nw) {
+    int rounds = sanitized() ? 20 : 200;
+    for (int r = 0; r < rounds; r++) {
+        memset(&fib_run, 0, sizeof fib_run);
+        fib_run.pool = p;
+        fib_ended = ended;
+        atomic_store(&fan_arrived, 0);
+        fan_need = nw;
+        job root;
+        memset(&root, 0, sizeof root);
+        root.fn = fan_root;
+        CHECK(tg_task_claim(&root.t, &fib_run) == 1, "claim root");
+        CHECK(tg_pool_release_external(p, &root.t) == TG_PUSH_QUEUED, "queue root");
+        wait_flag(ended);
+        CHECK(tg_task_state(&root.t) == TG_DONE, "root state");
+        CHECK(atomic_load(&fan_arrived) == FAN, "%d children ran", atomic_load(&fan_arrived));
+    }
+    printf("ok flat fan-out of %d children needing %d at once (%d rounds)\n", FAN, nw, rounds);
 }
 
 static void test_cancel_before_start(tg_pool *p, _Atomic int *ended) {
@@ -422,6 +477,7 @@ int main(void) {
         int reps = sanitized() ? 2 : 5;
         for (int r = 0; r < reps; r++) test_dag(p, &ended, sanitized() ? 2000 : 5000, 17u * (unsigned)(r + 1) + (unsigned)nw);
         test_fib(p, &ended, sanitized() ? 16 : 22);
+        test_fanout_batches(p, &ended, nw);
         test_cancel_before_start(p, &ended);
         test_run_cancel(p, &ended);
         int64_t tot[TG_NSTATS];
@@ -444,6 +500,6 @@ int main(void) {
     test_cross_pool_release();
     test_local_join_takes_injected();
     test_poll_join_sees_foreign_finish();
-    printf("pool: 10 passed, 0 failed\n");
+    printf("pool: 11 passed, 0 failed\n");
     return 0;
 }
