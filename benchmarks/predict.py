@@ -106,6 +106,9 @@ def main(argv=None):
                    "p64_from_1w": p1[1]._asdict(), "p64_from_2w": p2[1]._asdict()}
             row["error_1w"] = row["from_1w"]["simulated"] / measured - 1
             row["error_2w"] = row["from_2w"]["simulated"] / measured - 1
+            # What the simulation cannot know, measured: the 1-worker prediction divided by the
+            # work inflation of the 2-worker run.
+            row["simulated_over_inflation"] = p1[0].simulated / row["inflation"]
             rows.append(row)
             print(f"  {name}: {len(tr1)} tasks, parallelism {tr1.parallelism:.1f}, inflation "
                   f"{row['inflation']:.2f}\n"
@@ -113,7 +116,8 @@ def main(argv=None):
                   f"trace {p1[0].lower:.2f} / {p1[0].simulated:.2f} / {p1[0].upper:.2f} "
                   f"(lower / simulated / upper; simulated {100 * row['error_1w']:+.0f}%), from "
                   f"the 2-worker trace simulated {p2[0].simulated:.2f} "
-                  f"({100 * row['error_2w']:+.0f}%)\n"
+                  f"({100 * row['error_2w']:+.0f}%); 1-worker prediction / inflation "
+                  f"{row['simulated_over_inflation']:.2f}\n"
                   f"    64 workers: {p1[1].lower:.1f} / {p1[1].simulated:.1f} / "
                   f"{p1[1].upper:.1f}", flush=True)
     write_results(a.out, {"predict": rows}, a.quick)
