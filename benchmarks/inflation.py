@@ -73,7 +73,7 @@ def queens_threads(serial, nthreads):
 
 
 # ------------------------------------------------------------------ UTS (unbalanced tree)
-ROOT_CHILDREN = 300
+ROOT_CHILDREN = 2000
 UTS_SRC = '''
 def uts_count(v):
     n = 1

@@ -115,7 +115,8 @@ def _check_workers(workers):
 
 def predict(tr, workers=DEFAULT_WORKERS, seeds=SEEDS, measured=None) -> list[Prediction]:
     """The Predictions of trace tr for each worker count. ``measured``: costs to use instead of
-    the trace's own (a dict like ``costs`` returns)."""
+    the trace's own (a dict like ``costs`` returns). ``seeds=0``: no simulation (simulated is
+    None)."""
     ws = _check_workers(workers)
     recs = tr.records
     if not recs:
@@ -130,12 +131,15 @@ def predict(tr, workers=DEFAULT_WORKERS, seeds=SEEDS, measured=None) -> list[Pre
     def sim(p):
         return statistics.fmean(simulate(g, p, per_task=c["per_task"], per_steal=c["per_steal"],
                                          per_attempt=c["per_task"], seed=s) for s in range(seeds))
-    base = sim(1)
+    base = sim(1) if seeds else None
     out = []
     for p in ws:
         upper = float(min(p, T1 / Tinf)) if Tinf else float(p)
         lower = min(upper, T1 / ((T1 - Tinf) / p + Tb)) if Tb else upper
         # The simulation charges the scheduling costs on top of the own times, so its ratio can
         # pass work/span by a hair on graphs that have little parallelism: capped.
-        out.append(Prediction(p, lower, upper, min(upper, base / sim(p)) if p > 1 else 1.0))
+        if base is None:  # seeds=0: bounds only (the report on a very large trace)
+            out.append(Prediction(p, lower, upper, None))
+        else:
+            out.append(Prediction(p, lower, upper, min(upper, base / sim(p)) if p > 1 else 1.0))
     return out

@@ -21,6 +21,7 @@ from taskgraph.viz import GraphvizError, draw_trace
 __all__ = ["render", "write_report"]
 
 MAX_TIMELINE = 20000  # tasks drawn in the timeline (beyond: the outermost ones only)
+MAX_SIMULATED = 50000  # tasks simulated for the speed-up plot (beyond: the bounds only)
 _CSS = """
 body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:20px} h2{font-size:16px;border-bottom:1px solid #ccc;padding-bottom:4px}
@@ -132,7 +133,8 @@ def _plot(preds):
     parts.append(line([p.workers for p in preds], "#bbb", 'stroke-dasharray="4 3"'))
     parts.append(line([p.upper for p in preds], "#2a7"))
     parts.append(line([p.lower for p in preds], "#d62"))
-    parts.append(line([p.simulated for p in preds], "#36c"))
+    if preds[0].simulated is not None:
+        parts.append(line([p.simulated for p in preds], "#36c"))
     parts.append(f'<text x="{W / 2 - 20}" y="{H - 12}" font-size="11">workers</text>'
                  f'<text x="4" y="{m - 14}" font-size="11">speed-up</text>')
     for i, (t, c) in enumerate((("ideal P", "#bbb"), ("upper: min(P, parallelism)", "#2a7"),
@@ -145,17 +147,21 @@ def _plot(preds):
 
 
 def _predict_section(tr):
-    preds = _predict.predict(tr)
+    big = len(tr.records) > MAX_SIMULATED
+    preds = _predict.predict(tr, seeds=0 if big else _predict.SEEDS)
     c = _predict.costs(tr.records)
-    rows = "".join(f"<tr><td>{p.workers}</td><td>{p.lower:.2f}</td><td>{p.simulated:.2f}</td>"
-                   f"<td>{p.upper:.2f}</td></tr>" for p in preds)
+    rows = "".join(f"<tr><td>{p.workers}</td><td>{p.lower:.2f}</td><td>"
+                   f"{'-' if big else f'{p.simulated:.2f}'}</td><td>{p.upper:.2f}</td></tr>"
+                   for p in preds)
     return (_plot(preds) + "<table><tr><th>workers</th><th>lower</th><th>simulated</th>"
             f"<th>upper</th></tr>{rows}</table>"
             f'<p class="note">Measured costs: {c["per_task"] / 1e3:.2f} us per task outside '
             f'its own time, {c["per_steal"] / 1e3:.2f} us per steal '
             f'({"from " + str(c["steals"]) + " stolen tasks" if c["steal_measured"] else "no steal in this trace: the per-task figure"}).'
             " Work inflation (tasks slowing each other down) is not predicted: compare traces "
-            "with a baseline.</p>")
+            "with a baseline."
+            + (f" Not simulated: more than {MAX_SIMULATED} tasks (Trace.predict() simulates any "
+               "size, in its own time)." if big else "") + "</p>")
 
 
 def _hottest(tr, limit=12):

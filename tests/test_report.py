@@ -131,3 +131,16 @@ def test_report_renders_in_headless_chromium(traces, tmp_path):
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 20_000  # a page with drawings, not a blank one
+
+
+def test_report_of_a_large_trace_shows_the_bounds_only(traces, tmp_path, monkeypatch):
+    from taskgraph import _report
+    one, two, d = traces
+    monkeypatch.setattr(_report, "MAX_SIMULATED", 10)
+    monkeypatch.setattr(_report, "MAX_TIMELINE", 10)
+    text = two._repr_html_()
+    assert "Not simulated: more than 10 tasks" in text
+    assert "only the outermost task of each nest drawn" in text
+    plot = text.split('id="predict"')[1].split("</svg>")[0]
+    assert 'stroke="#36c"' not in plot  # no simulated line, the bounds only
+    assert parse(text).ids == ["summary", "timeline", "predict", "hottest", "graph"]
