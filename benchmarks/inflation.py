@@ -56,20 +56,32 @@ exec(compile(QUEENS_SRC.format(s="", p=""), __file__, "exec"))
 exec(compile(QUEENS_SRC.format(s="_d", p=", FULL=FULL"), __file__, "exec"))
 
 
-def queens_threads(serial, nthreads):
-    """The same search in plain threads: the first-row columns dealt out to nthreads."""
-    out = [0] * nthreads
+def run_threads(targets):
+    """Runs each callable in a thread of its own: (wall seconds, CPU seconds summed over the
+    threads). The CPU time is the work inflation's witness that a loaded machine cannot fake:
+    a thread waiting for its core is not charged, one stalled on a contended cache line is."""
+    cpu = [0.0] * len(targets)
 
-    def run(t):
-        for c in range(t, N, nthreads):
-            bit = 1 << c
-            out[t] += serial(bit, (bit << 1) & FULL, bit >> 1)
-    ths = [threading.Thread(target=run, args=(t,)) for t in range(nthreads)]
+    def run(i):
+        c0 = time.thread_time()
+        targets[i]()
+        cpu[i] = time.thread_time() - c0
+    ths = [threading.Thread(target=run, args=(i,)) for i in range(len(targets))]
+    t0 = time.perf_counter()
     for th in ths:
         th.start()
     for th in ths:
         th.join()
-    return sum(out)
+    return time.perf_counter() - t0, sum(cpu)
+
+
+def queens_threads(serial, nthreads):
+    """The same search in plain threads: the first-row columns dealt out to nthreads."""
+    def part(t):
+        for c in range(t, N, nthreads):
+            bit = 1 << c
+            serial(bit, (bit << 1) & FULL, bit >> 1)
+    return run_threads([lambda t=t: part(t) for t in range(nthreads)])
 
 
 # ------------------------------------------------------------------ UTS (unbalanced tree)
@@ -139,14 +151,8 @@ def hash_loop(new, n):
         new(BLOCK).digest()
 
 
-def threads_time(fn, nthreads, total):
-    ths = [threading.Thread(target=fn, args=(total // nthreads,)) for _ in range(nthreads)]
-    t0 = time.perf_counter()
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join()
-    return time.perf_counter() - t0
+def hash_threads(new, nthreads, total):
+    return run_threads([lambda: hash_loop(new, total // nthreads)] * nthreads)
 
 
 # ------------------------------------------------------------------ measuring
@@ -165,6 +171,17 @@ def alternate(fns, reps):
     return [statistics.median(x) for x in out]
 
 
+def alternate_threads(one, two, reps):
+    """Plain threads, 1 against 2, alternating: (wall speed-up, CPU-time inflation), medians."""
+    runs = {1: [], 2: []}
+    for r in range(reps):
+        for k in ((1, 2) if r % 2 == 0 else (2, 1)):
+            runs[k].append((one if k == 1 else two)())
+    m = statistics.median
+    return (m(w for w, _ in runs[1]) / m(w for w, _ in runs[2]),
+            m(c for _, c in runs[2]) / m(c for _, c in runs[1]))
+
+
 def measure_task(name, make_node, s1, s2, reps, threads=None):
     """1- and 2-worker times, the traces' work on each (inflation), plain threads if given."""
     t1, t2 = alternate([lambda: s1.compute(make_node()), lambda: s2.compute(make_node())], reps)
@@ -181,13 +198,14 @@ def measure_task(name, make_node, s1, s2, reps, threads=None):
            "work1_ms": traces[1].work / 1e6, "work2_ms": traces[2].work / 1e6,
            "inflation": traces[2].inflation(traces[1])}
     if threads is not None:
-        a, b = alternate([lambda: threads(1), lambda: threads(2)], reps)
-        row["threads_speedup"] = a / b
+        row["threads_speedup"], row["threads_cpu_inflation"] = alternate_threads(
+            lambda: threads(1), lambda: threads(2), reps)
     line = (f"  {name:34} 1w {t1 * 1e3:7.1f} ms  2w {t2 * 1e3:7.1f} ms  speed-up "
             f"{row['speedup']:.2f}  work {row['work1_ms']:.0f} -> {row['work2_ms']:.0f} ms "
             f"(inflation {row['inflation']:.2f})")
     if threads is not None:
-        line += f"  threads {row['threads_speedup']:.2f}"
+        line += (f"  threads {row['threads_speedup']:.2f} (CPU-time inflation "
+                 f"{row['threads_cpu_inflation']:.2f})")
     print(line, flush=True)
     return row, traces
 
@@ -222,11 +240,11 @@ def main(argv=None):
     total = 20000 if a.quick else 100000
     for name, new in (("hashlib.sha1 (OpenSSL)", hashlib.sha1),
                       ("hashlib.blake2b (built in)", hashlib.blake2b)):
-        one, two = alternate([lambda: threads_time(lambda n: hash_loop(new, n), 1, total),
-                              lambda: threads_time(lambda n: hash_loop(new, n), 2, total)], reps)
-        rows.append({"program": name, "threads_speedup": one / two, "t1_s": one, "t2_s": two})
-        print(f"  {name:34} 1 thread {one * 1e3:7.1f} ms, 2 threads {two * 1e3:7.1f} ms: "
-              f"speed-up {one / two:.2f}", flush=True)
+        sp, infl = alternate_threads(lambda: hash_threads(new, 1, total),
+                                     lambda: hash_threads(new, 2, total), reps)
+        rows.append({"program": name, "threads_speedup": sp, "threads_cpu_inflation": infl})
+        print(f"  {name:34} 2 threads against 1: speed-up {sp:.2f}, CPU-time inflation "
+              f"{infl:.2f}", flush=True)
     write_results(a.out, {"inflation": rows}, a.quick)
 
 
