@@ -62,6 +62,7 @@ def test_inflation_errors():
         base.inflation(trace_of([(n, 0) for n, _ in PROGRAM]))
 
 
+@pytest.mark.thread_unsafe(reason="opens traces, which record every task of the process")
 def test_inflation_of_real_and_loaded_traces(tmp_path):
     from helpers import fib
     with tg.trace() as t1:
@@ -93,6 +94,7 @@ def test_hazard_of():
     assert "nested" in hazard_of(functools.partial(nested, 1))
 
 
+@pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")
 def test_summary_names_a_nested_task_once():
     @tg.task(name="nested_leaf_for_summary")
     def leaf(i):
@@ -110,6 +112,7 @@ def test_summary_names_a_nested_task_once():
     assert "test_summary_names_a_nested_task_once.<locals>.leaf" in text
 
 
+@pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")
 def test_summary_of_module_level_tasks_names_no_hazard():
     from helpers import fib
     with tg.trace() as tr:

@@ -119,6 +119,7 @@ def test_errors():
     assert len(chain(2).predict(3)) == 1  # one int is one worker count
 
 
+@pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")
 def test_real_trace_and_loaded_trace(tmp_path):
     from helpers import fib
     with tg.trace() as tr:

@@ -11,7 +11,8 @@ import pytest
 import taskgraph as tg
 from helpers import fib
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180),
+              pytest.mark.thread_unsafe(reason="opens traces, which record every task of the process")]
 
 
 class Sections(HTMLParser):
