@@ -120,7 +120,8 @@ bench-deps: setup
 
 # The benchmarks (docs/benchmarks.md): the suite against peers, the per-task targets, the
 # instruction counts (valgrind), the dask backend, then the report; the reliability and
-# memory figures (docs/reliability.md). Results: benchmarks/results/.
+# memory figures (docs/reliability.md); predicted against measured speed-up and work inflation
+# (docs/benchmarks.md, docs/performance.md). Results: benchmarks/results/.
 bench: bench-deps
 	@mkdir -p benchmarks/results
 	@$(PY) benchmarks/suite.py --out benchmarks/results/ft.json
@@ -131,6 +132,8 @@ bench: bench-deps
 	@$(PY) benchmarks/reliability.py --out benchmarks/results/reliability.json
 	@$(PY) benchmarks/memory.py --out benchmarks/results/memory.json
 	@$(PY) benchmarks/map_fanout.py --out benchmarks/results/map_fanout.json
+	@$(PY) benchmarks/predict.py --out benchmarks/results/predict.json
+	@$(PY) benchmarks/inflation.py --out benchmarks/results/inflation.json
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
 	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
 	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json
@@ -144,6 +147,8 @@ bench-quick: bench-deps
 	@$(PY) benchmarks/reliability.py --quick --out build/bench-quick/reliability.json
 	@$(PY) benchmarks/memory.py --quick --out build/bench-quick/memory.json
 	@$(PY) benchmarks/map_fanout.py --quick --out build/bench-quick/map_fanout.json
+	@$(PY) benchmarks/predict.py --quick --out build/bench-quick/predict.json
+	@$(PY) benchmarks/inflation.py --quick --out build/bench-quick/inflation.json
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:

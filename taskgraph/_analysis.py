@@ -12,13 +12,15 @@ from __future__ import annotations
 __all__ = ["analyse"]
 
 
-def analyse(records):
+def analyse(records, burden=0):
     """work, span and critical path of the executed graph.
 
     Each task v has three events: start S_v, own work done O_v = S_v + own(v), end E_v.
     Edges: S_v -> O_v (weight own(v)), O_v -> E_v, O_parent -> S_child (a child starts after
     its parent's own work), E_child -> E_parent (implicit join), E_dep -> S_v (data). The span
-    is the longest path (Kahn's order, iterative: any depth)."""
+    is the longest path (Kahn's order, iterative: any depth). ``burden`` (ns) is added on every
+    spawn and data edge (where a task can move to another worker): with the cost of a steal it
+    gives the *burdened span* (Cilkscale's term; taskgraph._predict)."""
     n = len(records)
     if not n:
         return {"work": 0, "span": 0, "path": []}
@@ -49,8 +51,9 @@ def analyse(records):
         i, kind = divmod(v, 3)
         dv = dist[v] + (records[i].own if kind == 0 else 0)  # weight of S_v -> O_v
         for u in succ[v]:
-            if dv > dist[u] or prev[u] < 0 and dv == dist[u]:
-                dist[u] = dv
+            du = dv + burden if burden and u % 3 == 0 else dv  # an edge into a task's start
+            if du > dist[u] or prev[u] < 0 and du == dist[u]:
+                dist[u] = du
                 prev[u] = v
             indeg[u] -= 1
             if indeg[u] == 0:

@@ -3,6 +3,7 @@
     python -m taskgraph show TRACE -o out.svg [--all | --grouped] [--threshold N]
     python -m taskgraph stats TRACE
     python -m taskgraph timeline TRACE -o out.json
+    python -m taskgraph report TRACE -o report.html [--baseline TRACE]
 
 A file that is not a taskgraph trace, or is truncated, is reported in one line (exit status 2),
 not with a traceback. A missing Graphviz 'dot' writes the .dot source and says how to install
@@ -59,6 +60,19 @@ def _timeline(a):
     return 0
 
 
+def _report(a):
+    tr = _load(a.trace)
+    base = _load(a.baseline) if a.baseline else None
+    try:
+        tr.report(a.output, baseline=base)
+    except (TypeError, ValueError) as e:
+        raise _CliError(str(e)) from None
+    except OSError as e:
+        raise _CliError(f"cannot write {a.output!r}: {e.strerror or e}") from None
+    print(f"wrote {a.output} ({len(tr)} tasks)")
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="python -m taskgraph",
                                 description="Look at taskgraph traces (saved with Trace.save).")
@@ -87,6 +101,15 @@ def build_parser():
     s.add_argument("trace", help="a .tgtrace file")
     s.add_argument("-o", "--output", required=True, help="JSON file to write")
     s.set_defaults(func=_timeline)
+    s = sub.add_parser("report", help="write a one-file HTML report",
+                       description="Write one self-contained HTML file: summary, timeline per "
+                                   "worker, executed graph, predicted speed-up, hottest tasks "
+                                   "and, with --baseline, the work inflation.")
+    s.add_argument("trace", help="a .tgtrace file")
+    s.add_argument("-o", "--output", required=True, help="HTML file to write")
+    s.add_argument("--baseline", help="a .tgtrace of the same program (e.g. on 1 worker): "
+                                      "report the work inflation against it")
+    s.set_defaults(func=_report)
     return p
 
 

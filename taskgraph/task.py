@@ -2,6 +2,7 @@
 task builds its Node with no Python code of ours on the way."""
 from __future__ import annotations
 
+from taskgraph._hazards import note as _note_hazard
 from taskgraph._native import core
 
 __all__ = ["Task", "task", "cancelled"]
@@ -23,8 +24,10 @@ def task(fn=_NO_FN, *, name: str | None = None, retries: int = 0, retry_on=None)
     decoration time, inside or outside a worker.
     """
     if fn is _NO_FN:
-        return lambda f: Task(f, name=name, retries=retries, retry_on=retry_on)
-    return Task(fn, name=name, retries=retries, retry_on=retry_on)
+        return lambda f: task(f, name=name, retries=retries, retry_on=retry_on)
+    t = Task(fn, name=name, retries=retries, retry_on=retry_on)
+    _note_hazard(fn, t.name)  # for Trace.summary(): a nested or exec()'d task function
+    return t
 
 
 def cancelled() -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
+from taskgraph import _inflation, _predict, _report
 from taskgraph._analysis import analyse
 from taskgraph._native import core
 from taskgraph._paths import fspath
@@ -255,10 +256,12 @@ class Trace:
         """Keys of the tasks on the longest path, first to last."""
         return list(self._analyse()["path"])
 
-    def summary(self) -> str:
+    def summary(self, baseline=None) -> str:
         """A readable report: work, span, parallelism, the speed-up bound min(P, T1/T_inf) next
         to the speed-up achieved (work / wall time), per-worker busy and idle time, steals,
-        failures."""
+        failures; the burdened parallelism; with ``baseline`` (a trace of the same program,
+        e.g. on 1 worker) the work inflation overall and per task name (see ``inflation`` for
+        the errors); task functions likely to contend (nested or exec()'d), named once."""
         recs = self.records
         if not recs:
             return "taskgraph trace: no tasks recorded"
@@ -292,6 +295,7 @@ class Trace:
                          + (f", failed attempts retried {retried}" if retried else ""))
             for r in failed[:5]:
                 lines.append(f"    {r.key}: {r.error_type}: {r.error}")
+        lines += _inflation.summary_lines(self, baseline)
         return "\n".join(lines)
 
     # --------------------------------------------------------- files
@@ -385,6 +389,37 @@ class Trace:
         if self._open:
             return "<taskgraph.Trace (recording)>"
         return f"<taskgraph.Trace {len(self.records)} tasks>"
+
+    # --------------------------------------------------------- scaling (docs/trace.md)
+    def inflation(self, baseline: "Trace") -> float:
+        """Work inflation: this trace's work / the work of ``baseline``, a trace of the same
+        program (e.g. on 1 worker). 1.0: the tasks did not slow each other down. TypeError if
+        baseline is not a Trace; ValueError if either trace is empty, the baseline has no work,
+        or the two ran different task functions (not the same program). Loaded traces work
+        alike."""
+        return _inflation.inflation(self, baseline)
+
+    def predict(self, workers=_predict.DEFAULT_WORKERS) -> list:
+        """The predicted speed-up on each worker count: a list of ``Prediction(workers, lower,
+        upper, simulated)``. upper = min(P, parallelism); lower from the burdened span (the
+        span plus the measured cost of a steal on every spawn and data edge); simulated: a
+        simulation of randomized work stealing over the recorded graph with the costs measured
+        from this trace. ValueError for an empty trace, a trace without work, or worker counts
+        that are not ints from 1 to 4096. Work inflation is not predicted."""
+        return _predict.predict(self, workers)
+
+    def report(self, path, baseline: "Trace | None" = None) -> str:
+        """Writes one self-contained HTML file (no network): summary, a timeline per worker,
+        the executed graph (when Graphviz is installed), the predicted speed-up plot, the
+        hottest tasks, and the work inflation against ``baseline`` when given (errors as for
+        ``inflation``). OSError if path cannot be written. Returns the path."""
+        return _report.write_report(self, fspath(path, "Trace.report"), baseline)
+
+    def _repr_html_(self):
+        """The report's HTML, for notebooks (an empty or open trace: a one-line note)."""
+        if self._open:
+            return "<p>taskgraph trace (recording)</p>"
+        return _report.render(self)
 
 
 def _ms(ns):

@@ -1,0 +1,103 @@
+"""Work inflation: how much more work the same program needed on more workers.
+
+The work of a trace is the sum of its tasks' own times (taskgraph._analysis). Run the same
+program on 1 worker and on P workers: if the P-worker trace has more work, the tasks ran slower
+when they ran at the same time (contention on shared objects, memory bandwidth, a lock inside
+a library), and no scheduler can get that back. docs/performance.md, "Work inflation".
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+__all__ = ["FLAG", "inflation", "by_name", "inflation_lines"]
+
+FLAG = 1.2  # inflation above this is flagged in summaries and reports
+
+
+def _check(tr, baseline):
+    if type(baseline) is not type(tr):
+        raise TypeError(f"inflation needs a baseline taskgraph.Trace (of the same program, "
+                        f"e.g. on 1 worker), got {type(baseline).__name__} {baseline!r:.80}")
+    if not tr.records:
+        raise ValueError("inflation of an empty trace (no tasks recorded)")
+    if not baseline.records:
+        raise ValueError("inflation against an empty baseline trace (no tasks recorded)")
+    mine, theirs = Counter(r.name for r in tr.records), Counter(r.name for r in baseline.records)
+    if set(mine) != set(theirs):
+        only_here = sorted(set(mine) - set(theirs))[:5]
+        only_there = sorted(set(theirs) - set(mine))[:5]
+        raise ValueError("the baseline is not a trace of the same program: tasks "
+                         f"{only_here} only in this trace, {only_there} only in the baseline")
+    if not baseline.work:
+        raise ValueError("the baseline trace has no work (every own time is 0)")
+
+
+def inflation(tr, baseline) -> float:
+    """work(tr) / work(baseline)."""
+    _check(tr, baseline)
+    return tr.work / baseline.work
+
+
+def by_name(tr, baseline) -> list[tuple]:
+    """[(name, tasks, work here ns, work in baseline ns, inflation)], most work first. The
+    inflation of a name is per task (the two traces may run a different number of tasks of
+    it); inf when its baseline tasks had no own time."""
+    _check(tr, baseline)
+
+    def totals(t):
+        out = {}
+        for r in t.records:
+            d = out.setdefault(r.name, [0, 0])
+            d[0] += 1
+            d[1] += r.own
+        return out
+    here, base = totals(tr), totals(baseline)
+    rows = []
+    for name, (n, w) in here.items():
+        bn, bw = base[name]
+        per_b = bw / bn
+        rows.append((name, n, w, bw, (w / n) / per_b if per_b else float("inf")))
+    rows.sort(key=lambda row: -row[2])
+    return rows
+
+
+def inflation_lines(tr, baseline, limit=8) -> list[str]:
+    """The lines Trace.summary(baseline=...) adds."""
+    total = inflation(tr, baseline)
+    lines = [f"  work inflation {total:.2f}x: work {tr.work / 1e6:.3f} ms here, "
+             f"{baseline.work / 1e6:.3f} ms in the baseline ({baseline.workers} worker(s))"]
+    rows = by_name(tr, baseline)
+    lines.append("  task                     tasks     work here  work baseline  inflation")
+    for name, n, w, bw, x in rows[:limit]:
+        mark = "  <-" if x > FLAG else ""
+        lines.append(f"  {name[:22]:22} {n:7d} {w / 1e6:10.3f} ms {bw / 1e6:11.3f} ms "
+                     f"{x:9.2f}x{mark}")
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more task names")
+    if total > FLAG or any(x > FLAG for *_, x in rows):
+        lines.append(f"  inflation above {FLAG}x: the tasks ran slower side by side (shared "
+                     "objects, a lock, memory bandwidth); see docs/performance.md, "
+                     "\"Work inflation\"")
+    return lines
+
+
+def summary_lines(tr, baseline=None) -> list[str]:
+    """What Trace.summary adds to its figures: the burdened parallelism, the inflation against
+    baseline (if given) and, once, the task functions with a hazard."""
+    from taskgraph._hazards import hazards_for
+    from taskgraph._predict import burdened_span, costs
+    c = costs(tr.records)
+    tb = burdened_span(tr.records, c["per_steal"])
+    how = (f"{c['per_steal'] / 1e3:.1f} us per steal, measured on {c['steals']} stolen tasks"
+           if c["steal_measured"] else
+           f"no steal measured: {c['per_steal'] / 1e3:.1f} us, the per-task overhead")
+    lines = [f"  burdened parallelism  T1/burdened T_inf = {tr.work / tb if tb else 1.0:.2f}  "
+             f"({how}; Trace.predict() for P workers)"]
+    if baseline is not None:
+        lines += inflation_lines(tr, baseline)
+    hz = hazards_for(r.name for r in tr.records)
+    if hz:
+        lines.append("  possible contention (docs/performance.md, \"Work inflation\"): workers "
+                     "calling one shared non-module-level function write its reference count:")
+        lines += [f"    {h}" for h in hz]
+    return lines

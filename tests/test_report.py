@@ -1,0 +1,147 @@
+"""Trace.report, Trace._repr_html_ and `taskgraph report` (taskgraph._report): one
+self-contained HTML file with its sections; rendered by headless Chromium when one is
+installed."""
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+import taskgraph as tg
+from helpers import fib
+
+pytestmark = [pytest.mark.timeout(180),
+              pytest.mark.thread_unsafe(reason="opens traces, which record every task of the process")]
+
+
+class Sections(HTMLParser):
+    """Section ids, counts of tags, and any attribute that would fetch something."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.tags, self.fetches = [], {}, []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        a = dict(attrs)
+        if tag == "section":
+            self.ids.append(a.get("id"))
+        for k in ("src", "href", "xlink:href"):
+            if k in a and not str(a[k]).startswith("#"):
+                self.fetches.append((tag, k, a[k]))
+        if tag in ("script", "link", "iframe", "img"):
+            self.fetches.append((tag, "", ""))
+
+
+def parse(text):
+    p = Sections()
+    p.feed(text)
+    p.close()
+    return p
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    with tg.trace() as one:
+        tg.compute(fib(15, 8), workers=1)
+    with tg.trace() as two:
+        tg.compute(fib(15, 8), workers=2)
+    one.save(d / "one.tgtrace")
+    two.save(d / "two.tgtrace")
+    return one, two, d
+
+
+def test_report_sections(traces):
+    one, two, d = traces
+    out = two.report(d / "r.html")
+    assert out == str(d / "r.html")
+    text = (d / "r.html").read_text()
+    p = parse(text)
+    assert p.ids == ["summary", "timeline", "predict", "hottest", "graph"]
+    assert p.tags.get("svg", 0) >= 2  # the timeline and the speed-up plot, drawn inline
+    assert p.fetches == []            # self-contained: nothing fetched
+    assert "<title>fib-" in text      # each task in the timeline names itself
+    assert "parallelism" in text and "burdened parallelism" in text
+    n_rects = text.count("<rect")
+    assert n_rects >= len(two)
+
+
+def test_report_with_baseline_and_repr_html(traces):
+    one, two, d = traces
+    two.report(d / "b.html", baseline=one)
+    p = parse((d / "b.html").read_text())
+    assert p.ids == ["summary", "timeline", "predict", "hottest", "inflation", "graph"]
+    assert "work inflation" in (d / "b.html").read_text()
+    html = two._repr_html_()
+    assert parse(html).ids == ["summary", "timeline", "predict", "hottest", "graph"]
+
+
+def test_report_errors_and_empty(traces, tmp_path):
+    one, two, d = traces
+    with pytest.raises(ValueError, match="same program"):
+        two.report(tmp_path / "x.html", baseline=tg.Trace([tg.TaskRecord(
+            "other-1", "other", 0, 1, 0, 10, 10, None)]))
+    assert not (tmp_path / "x.html").exists()  # nothing written on a bad baseline
+    with pytest.raises(OSError):
+        two.report(tmp_path / "no" / "such" / "dir.html")
+    with pytest.raises(TypeError):
+        two.report(3)
+    tg.Trace().report(tmp_path / "empty.html")
+    p = parse((tmp_path / "empty.html").read_text())
+    assert p.ids == ["summary"] and "No tasks recorded" in (tmp_path / "empty.html").read_text()
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "taskgraph", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_report(traces, tmp_path):
+    one, two, d = traces
+    r = run_cli("report", d / "two.tgtrace", "-o", tmp_path / "c.html", "--baseline",
+                d / "one.tgtrace")
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in r.stdout
+    assert "inflation" in parse((tmp_path / "c.html").read_text()).ids
+    r = run_cli("report", tmp_path / "missing.tgtrace", "-o", tmp_path / "d.html")
+    assert r.returncode == 2 and "cannot read trace" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "junk.tgtrace").write_bytes(b"not a trace")
+    r = run_cli("report", d / "two.tgtrace", "-o", tmp_path / "e.html", "--baseline",
+                tmp_path / "junk.tgtrace")
+    assert r.returncode == 2 and "not a taskgraph trace" in r.stderr
+    assert not (tmp_path / "e.html").exists()
+    r = run_cli("report", "--help")
+    assert r.returncode == 0 and "--baseline" in r.stdout
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian package chromium)")
+def test_report_renders_in_headless_chromium(traces, tmp_path):
+    one, two, d = traces
+    two.report(tmp_path / "r.html", baseline=one)
+    shot = tmp_path / "r.png"
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--window-size=1200,2400", f"--screenshot={shot}",
+                        (tmp_path / "r.html").as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 20_000  # a page with drawings, not a blank one
+
+
+def test_report_of_a_large_trace_shows_the_bounds_only(traces, tmp_path, monkeypatch):
+    from taskgraph import _report
+    one, two, d = traces
+    monkeypatch.setattr(_report, "MAX_SIMULATED", 10)
+    monkeypatch.setattr(_report, "MAX_TIMELINE", 10)
+    text = two._repr_html_()
+    assert "Not simulated: more than 10 tasks" in text
+    assert "only the outermost task of each nest drawn" in text
+    plot = text.split('id="predict"')[1].split("</svg>")[0]
+    assert 'stroke="#36c"' not in plot  # no simulated line, the bounds only
+    assert parse(text).ids == ["summary", "timeline", "predict", "hottest", "graph"]
