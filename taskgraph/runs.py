@@ -8,7 +8,7 @@ import time
 from taskgraph._native import core
 from taskgraph._state import State
 
-__all__ = ["compute_nodes", "raise_first_error", "check_timeout", "WAIT_SLICE"]
+__all__ = ["compute_nodes", "raise_first_error", "check_timeout", "refuse_nodes_of_runs_before_fork"]
 
 # How often a thread waiting in compute() wakes up. Free-threaded CPython frees an object in
 # the thread that created it: objects made on the caller's thread (task arguments) and dropped

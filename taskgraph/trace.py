@@ -16,12 +16,12 @@ import time
 from taskgraph import _trace_files, _trace_record
 from taskgraph._analysis import analyse, summary
 from taskgraph._paths import fspath
-from taskgraph._trace_files import FORMAT, VERSION, TraceFormatError
+from taskgraph._trace_files import TraceFormatError
 from taskgraph._trace_record import TaskRecord
 from taskgraph.viz import GraphvizError, draw_trace
 
 __all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace", "write_trace_files",
-           "open_trace", "FORMAT", "VERSION"]
+           "open_trace"]
 
 
 class Trace:
@@ -144,7 +144,8 @@ class Trace:
 
     # --------------------------------------------------------- files
     def save(self, path) -> None:
-        """Writes the trace as msgpack (format "taskgraph-trace", version ``VERSION``)."""
+        """Writes the trace as msgpack (format "taskgraph-trace", version
+        ``taskgraph._trace_files.VERSION``)."""
         _trace_files.save(self.records, self.meta, path)
 
     @classmethod
