@@ -158,7 +158,10 @@ static void py_sync(tg_body *b) {
     py_backend *p = b->ctx;
     PyObject *kids = PyObject_CallMethod(p->backend, "sync", "O",
                                          tg_body_failing(b) ? p->value : Py_None);
-    PyObject *seq = kids ? PySequence_Fast(kids, "sync() must return a sequence of Nodes") : NULL;
+    /* A private copy: the notes below may run Python code, which must not change it. */
+    PyObject *seq = kids && PySequence_Check(kids) ? PySequence_List(kids) : NULL;
+    if (kids && !seq && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "sync() must return a sequence of Nodes");
     Py_XDECREF(kids);
     if (!seq) { /* the sync itself failed: the task fails with that, unless failing already */
         PyObject *exc = PyErr_GetRaisedException();
@@ -166,8 +169,8 @@ static void py_sync(tg_body *b) {
         else Py_XDECREF(exc);
         return;
     }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *k = PySequence_Fast_GET_ITEM(seq, i); /* held by seq, a private copy */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq); i++) {
+        PyObject *k = PyList_GET_ITEM(seq, i); /* held by seq, our own list */
         if (Node_Check(k)) tg_body_child(b, (NodeObject *)k);
     }
     Py_DECREF(seq);
