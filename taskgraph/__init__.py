@@ -24,6 +24,10 @@ from taskgraph._map import map
 from taskgraph.viz import GraphvizError, visualize
 from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
 from taskgraph.saving import GraphFileError, load, save
+from taskgraph._state import State
+from taskgraph import _hooks
+
+_hooks.install()  # the C extension's exception classes and call-backs, in one explicit call
 
 Node = core.Node
 
@@ -32,6 +36,6 @@ __all__ = [
     "usable_cpus", "CancelledError", "SchedulerClosedError", "TaskgraphError", "GILWarning",
     "gil_enabled", "trace", "Trace", "TaskRecord", "TraceFormatError", "visualize",
     "GraphvizError", "write_trace_files", "current_scheduler", "use_scheduler", "save", "load",
-    "GraphFileError", "cancelled", "BrokenSchedulerError", "map",
+    "GraphFileError", "cancelled", "BrokenSchedulerError", "map", "State",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
-"""Work, span and critical path of an executed graph (the records of a Trace).
+"""Trace analysis: work, span and critical path of an executed graph (the records of a
+Trace), and the summary report.
 
 Work/span model (docs/trace.md): a task's *own time* is its run time minus the time it spent
 inside joins (where the worker ran other tasks or waited) and minus garbage collections that
@@ -9,7 +10,10 @@ the parent's own work), and a task ends after its own time and after all its chi
 """
 from __future__ import annotations
 
-__all__ = ["analyse"]
+from taskgraph._state import State
+from taskgraph._trace_record import RETRIED
+
+__all__ = ["analyse", "summary"]
 
 
 def analyse(records, burden=0):
@@ -69,3 +73,42 @@ def analyse(records, burden=0):
         v = prev[v]
     path.reverse()
     return {"work": sum(r.own for r in records), "span": dist[last], "path": path}
+
+
+def _ms(ns):
+    return f"{ns / 1e6:.3f} ms"
+
+
+def summary(records, a, workers, wall):
+    """Trace.summary()'s text, from the records and their analysis `a` (analyse)."""
+    if not records:
+        return "taskgraph trace: no tasks recorded"
+    P = workers
+    par = a["work"] / a["span"] if a["span"] else 1.0
+    lines = [
+        f"taskgraph trace: {len(records)} tasks on {P} worker(s), wall {_ms(wall)}",
+        f"  work  T1     {_ms(a['work'])}   (sum of the tasks' own time)",
+        f"  span  T_inf  {_ms(a['span'])}   (critical path: {len(a['path'])} tasks)",
+        f"  parallelism  T1/T_inf = {par:.2f}",
+        f"  speed-up bound min(P, T1/T_inf) = {min(P, par):.2f}; achieved T1/wall = "
+        f"{a['work'] / wall if wall else 0:.2f}",
+    ]
+    by_lane = {}
+    for r in records:
+        d = by_lane.setdefault(r.lane, [0, 0, 0])
+        d[0] += r.own
+        d[1] += 1
+        d[2] += r.stolen
+    lines.append("  worker        tasks   stolen     busy       idle")
+    for lane in sorted(by_lane):
+        busy, n, st = by_lane[lane]
+        lines.append(f"  {lane:12} {n:6d} {st:8d} {_ms(busy):>10} {_ms(max(wall - busy, 0)):>10}")
+    failed = [r for r in records if r.state == State.FAILED.label]
+    cancelled = sum(r.state == State.CANCELLED.label for r in records)
+    retried = sum(r.state == RETRIED for r in records)
+    if failed or cancelled or retried:
+        lines.append(f"  failed {len(failed)}, cancelled {cancelled}"
+                     + (f", failed attempts retried {retried}" if retried else ""))
+        for r in failed[:5]:
+            lines.append(f"    {r.key}: {r.error_type}: {r.error}")
+    return "\n".join(lines)

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 import cloudpickle
 
 from taskgraph._native import core
+from taskgraph._state import State
 from taskgraph.task import Task
 
 __all__ = ["Entry", "walk", "export", "pickling_error"]
 
-_NEW = core.STATE_NAMES[core.NEW]
-_DONE = core.STATE_NAMES[core.DONE]
 
 
 @dataclass
@@ -58,10 +57,10 @@ def walk(targets):
         if n in seen:
             continue
         seen.add(n)
-        st = n.state
-        if st == _DONE:
+        st = State.of(n)
+        if st is State.DONE:
             continue
-        if st != _NEW:
+        if st is not State.NEW:
             other.append(n)
             continue
         stack.append((n, True))

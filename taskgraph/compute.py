@@ -1,15 +1,15 @@
-"""The module-level API functions: compute and gather. They pick the scheduler (or serial
-mode) and call into it; they are also the functions the C extension calls back for
-``Node.compute()`` and for ``result()`` on a lazy node outside the workers."""
+"""The module-level API functions: compute and gather. They pick the backend (or serial mode)
+and run the one compute sequence on it (taskgraph._backend.compute_on); compute and
+compute_lazy are also the functions the C extension calls back for ``Node.compute()`` and
+for ``result()`` on a lazy node outside the workers (taskgraph._hooks installs them)."""
 from __future__ import annotations
 
+from taskgraph._backend import Backend, compute_on
 from taskgraph._native import core
-Node = core.Node
-from taskgraph.runs import raise_first_error
 from taskgraph.scheduler import Scheduler, current_scheduler, scheduler_of_engine
-from taskgraph.serial import run_serially
 
-__all__ = ["compute", "gather"]
+__all__ = ["compute", "gather", "compute_lazy"]
+Node = core.Node
 
 
 def compute(*args, workers: int | None = None, scheduler: Scheduler | None = None,
@@ -25,24 +25,17 @@ def compute(*args, workers: int | None = None, scheduler: Scheduler | None = Non
     ``serial()``: runs serially.
     """
     if scheduler is not None:
-        if not hasattr(scheduler, "_compute_nodes"):
+        if not isinstance(scheduler, Backend):
             raise TypeError(f"scheduler must be a taskgraph.Scheduler or backend, got {scheduler!r}")
-        return scheduler.compute(*args, timeout=timeout, progress=progress)
+        return compute_on(scheduler, args, timeout, progress)
     if core.in_serial():
-        nodes = core.scan(args)
-        run_serially(nodes)
-        raise_first_error(nodes, None)
-        out = core.substitute(args)
-        return out[0] if len(out) == 1 else out
+        return compute_on(None, args, timeout, progress)
     if workers is not None:
         with Scheduler(workers) as s:
-            return s.compute(*args, timeout=timeout, progress=progress)
+            return compute_on(s, args, timeout, progress)
     engine = core.current_engine()
-    if engine is not None:
-        s = scheduler_of_engine(engine)
-        if s is not None:
-            return s.compute(*args, timeout=timeout, progress=progress)
-    return current_scheduler().compute(*args, timeout=timeout, progress=progress)
+    s = scheduler_of_engine(engine) if engine is not None else None
+    return compute_on(s if s is not None else current_scheduler(), args, timeout, progress)
 
 
 def gather(*nodes, **kwargs) -> list:
@@ -60,9 +53,9 @@ def gather(*nodes, **kwargs) -> list:
     return [res] if len(nodes) == 1 else list(res)
 
 
-def _compute_lazy(nodes, timeout):
-    """Called by Node.result() on a lazy node outside the workers."""
-    current_scheduler()._compute_nodes(nodes, timeout)
-
-
-core._configure(compute=compute, compute_lazy=_compute_lazy, run_serially=run_serially)
+def compute_lazy(nodes, timeout):
+    """Called by Node.result() on a lazy node outside the workers: runs it on the current
+    scheduler (the caller then reads its outcome)."""
+    s = current_scheduler()
+    s._check_open()
+    s._run(nodes, timeout)

@@ -1,8 +1,7 @@
 """Exceptions raised by taskgraph (all public through ``taskgraph``). The C extension raises
-them too: taskgraph._native registers them with it (``core._configure``)."""
+them too: taskgraph._hooks registers them with it (``core._configure``)."""
 import concurrent.futures
 
-from taskgraph._native import core
 
 __all__ = ["CancelledError", "SchedulerClosedError", "TaskgraphError", "BrokenSchedulerError"]
 
@@ -27,7 +26,3 @@ class BrokenSchedulerError(SchedulerClosedError):
     running raises it, every node that had not run is cancelled with it as the cause, new
     computes raise it; ``close()`` still works. The message says what failed. Subclass of
     ``SchedulerClosedError``: the scheduler cannot be used any more."""
-
-
-core._configure(CancelledError=CancelledError, SchedulerClosedError=SchedulerClosedError,
-                TaskgraphError=TaskgraphError, BrokenSchedulerError=BrokenSchedulerError)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 
 from taskgraph._native import core
+from taskgraph._state import State
 
-__all__ = ["compute_nodes", "raise_first_error", "check_timeout", "WAIT_SLICE"]
+__all__ = ["compute_nodes", "raise_first_error", "check_timeout", "refuse_nodes_of_runs_before_fork"]
 
 # How often a thread waiting in compute() wakes up. Free-threaded CPython frees an object in
 # the thread that created it: objects made on the caller's thread (task arguments) and dropped
@@ -46,7 +47,7 @@ def refuse_nodes_of_runs_before_fork(nodes):
             continue
         seen.add(id(n))
         core._check_owner(n)
-        if n.state == "new":
+        if State.of(n) is State.NEW:
             stack.extend(n.dependencies)
 
 
@@ -110,9 +111,9 @@ def _wait_run(run, timeout, bar, cancel_on_timeout):
             last_bar = time.monotonic()
 
 
-def raise_first_error(nodes, run):
-    """Raises the root cause of the first node that did not finish with a result: the run's
-    first failure if it recorded one (a node cancelled by fail-fast raises what failed), else
+def raise_first_error(nodes, root):
+    """Raises the root cause of the first node that did not finish with a result: `root`, the
+    run's first failure, if there was one (a node cancelled by fail-fast raises what failed), else
     the node's own exception. Marks every node's outcome as observed. Like ``result()``, it
     raises a copy of the stored exception (``core.exception_copy``): each caller's traceback
     is its own and the stored one never grows."""
@@ -122,5 +123,4 @@ def raise_first_error(nodes, run):
         if exc is not None and first is None:
             first = exc
     if first is not None:
-        root = run.error if run is not None else None
         raise core.exception_copy(root if root is not None else first)

@@ -19,8 +19,8 @@ import weakref
 from taskgraph._native import core
 from taskgraph.errors import BrokenSchedulerError, SchedulerClosedError, TaskgraphError
 from taskgraph import runs
-from taskgraph.runs import check_timeout, compute_nodes, raise_first_error
-from taskgraph.serial import run_serially
+from taskgraph._backend import Backend, compute_on
+from taskgraph.runs import compute_nodes
 
 __all__ = ["Scheduler", "default_scheduler", "current_scheduler", "use_scheduler",
            "usable_cpus", "scheduler_of_engine"]
@@ -34,7 +34,7 @@ class use_scheduler:
     that compute() and result() use in this thread while the block runs. Nests."""
 
     def __init__(self, scheduler):
-        if not hasattr(scheduler, "_compute_nodes") or not hasattr(scheduler, "closed"):
+        if not isinstance(scheduler, Backend):
             raise TypeError("use_scheduler needs a taskgraph.Scheduler or a backend such as "
                             f"taskgraph.dask.DaskScheduler, got {type(scheduler).__name__} "
                             f"{scheduler!r:.80}")
@@ -186,25 +186,7 @@ class Scheduler:
         * Cancelling: ``node.cancel()`` on one of its nodes (from any thread) stops the whole
           compute: what has not started is cancelled and it raises ``CancelledError``.
         """
-        self._check_open()
-        check_timeout(timeout)
-        nodes = core.scan(args)
-        run = None
-        if core.current_engine() is self._engine:
-            if timeout is not None:
-                raise TaskgraphError("compute(timeout=...) inside a task is not supported: a "
-                                     "join inside a worker cannot time out")
-            if runs.after_fork:
-                runs.refuse_nodes_of_runs_before_fork(nodes)
-            for n in nodes:
-                n.exception()  # joins
-        elif core.in_serial():
-            run_serially(nodes)
-        else:
-            run = compute_nodes(self, nodes, timeout, progress, cancel_on_timeout=True)
-        raise_first_error(nodes, run)
-        out = core.substitute(args)
-        return out[0] if len(out) == 1 else out
+        return compute_on(self, args, timeout, progress)
 
     def stats(self) -> list[dict]:
         """Per-worker counters since the scheduler started: one dict per worker with
@@ -276,9 +258,25 @@ class Scheduler:
         # Every other worker has returned, and this one has returned from work().
         self._engine.drain()
 
-    def _compute_nodes(self, nodes, timeout=None, progress=False):
-        self._check_open()
-        return compute_nodes(self, nodes, timeout, progress)
+    # ------------------------------------------------------------------ the Backend protocol
+    # (_check_open above)
+    def _runs_current_task(self):
+        return core.current_engine() is self._engine
+
+    def _run(self, nodes, timeout=None, progress=False, cancel_on_timeout=False):
+        """Inside one of its tasks: joins the nodes (they join the current run). Else runs
+        them as one Run (runs.compute_nodes). Returns the root cause of the first failure."""
+        if self._runs_current_task():
+            if timeout is not None:
+                raise TaskgraphError("compute(timeout=...) inside a task is not supported: a "
+                                     "join inside a worker cannot time out")
+            if runs.after_fork:
+                runs.refuse_nodes_of_runs_before_fork(nodes)
+            for n in nodes:
+                n.exception()  # joins
+            return None
+        run = compute_nodes(self, nodes, timeout, progress, cancel_on_timeout)
+        return run.error if run is not None else None
 
 
 def _worker_main(engine, index, ref):

@@ -5,10 +5,10 @@ graph built outside serial mode and then computed inside it."""
 from __future__ import annotations
 
 from taskgraph._native import core
+from taskgraph._state import State
 
 __all__ = ["serial", "run_serially"]
 
-_NEW = core.STATE_NAMES[core.NEW]
 
 
 class serial:
@@ -35,7 +35,7 @@ def run_serially(targets):
         n, ready = stack.pop()
         if n.done():
             continue
-        if n.state != _NEW:  # claimed by a parallel run: wait for it there
+        if State.of(n) is not State.NEW:  # claimed by a parallel run: wait for it there
             n.exception()
             continue
         if not ready:

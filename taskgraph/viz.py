@@ -12,8 +12,12 @@ import os
 import graphviz
 
 from taskgraph._native import core
+from taskgraph._state import State
+from taskgraph._trace_record import RETRIED
 
 Node = core.Node
+# Record outcomes (a trace record's `state`), as the records spell them.
+_DONE, _FAILED, _CANCELLED = State.DONE.label, State.FAILED.label, State.CANCELLED.label
 
 __all__ = ["draw_trace", "visualize", "GraphvizError", "DEFAULT_THRESHOLD"]
 
@@ -179,11 +183,11 @@ def _node_attrs(state, stolen, on_crit, color):
     a = {"shape": "box", "style": "filled,rounded", "fillcolor": color}
     if stolen:
         a["peripheries"] = "2"
-    if state == "failed":
+    if state == _FAILED:
         a.update(shape="octagon", color="#e31a1c", penwidth="2", fontcolor="#e31a1c")
-    elif state == "retried":
+    elif state == RETRIED:
         a.update(shape="octagon", style="filled,dashed", color="#ff7f00", fontcolor="#ff7f00")
-    elif state == "cancelled":
+    elif state == _CANCELLED:
         a.update(style="dashed,rounded", fillcolor="white", color="#999999", fontcolor="#999999")
     if on_crit:
         a["color"] = _CRIT
@@ -194,9 +198,9 @@ def _node_attrs(state, stolen, on_crit, color):
 def _draw_all(g, recs, crit, colors):
     ids = {r.key: f"t{i}" for i, r in enumerate(recs)}
     for r in recs:
-        label = f"{r.name}\n{_fmt_ns(r.own)}" if r.state != "cancelled" else f"{r.name}\ncancelled"
-        if r.state in ("failed", "retried"):
-            label = f"{r.name}\n{'attempt ' + str(r.attempt) + ' ' if r.state == 'retried' else ''}failed: {r.error_type}"
+        label = f"{r.name}\n{_fmt_ns(r.own)}" if r.state != _CANCELLED else f"{r.name}\ncancelled"
+        if r.state in (_FAILED, RETRIED):
+            label = f"{r.name}\n{'attempt ' + str(r.attempt) + ' ' if r.state == RETRIED else ''}failed: {r.error_type}"
         g.node(ids[r.key], _text(label), tooltip=_text(f"{r.key} on {r.lane}"
                f"{' (stolen)' if r.stolen else ''}, {_fmt_ns(r.duration)} wall"),
                **_node_attrs(r.state, r.stolen, r.key in crit, colors[r.lane]))
@@ -226,8 +230,8 @@ def _draw_grouped(g, recs, crit, colors):
         gr["n"] += 1
         gr["own"] += r.own
         gr["stolen"] += r.stolen
-        gr["failed"] += r.state == "failed"
-        gr["cancelled"] += r.state == "cancelled"
+        gr["failed"] += r.state == _FAILED
+        gr["cancelled"] += r.state == _CANCELLED
         gr["lanes"][r.lane] = gr["lanes"].get(r.lane, 0) + 1
         gr["crit"] |= r.key in crit
     gid = {k: f"g{i}" for i, k in enumerate(groups)}
@@ -241,9 +245,9 @@ def _draw_grouped(g, recs, crit, colors):
             lines.append(f"{gr['failed']} failed, {gr['cancelled']} cancelled")
         if len(gr["lanes"]) > 1:
             lines.append(" ".join(f"{ln}:{c}" for ln, c in sorted(gr["lanes"].items())))
-        state = "failed" if gr["failed"] else ("cancelled" if gr["cancelled"] == gr["n"] else "done")
+        state = _FAILED if gr["failed"] else (_CANCELLED if gr["cancelled"] == gr["n"] else _DONE)
         a = _node_attrs(state, gr["stolen"] > 0, gr["crit"], colors[main_lane])
-        a["shape"] = "box3d" if state == "done" else a["shape"]
+        a["shape"] = "box3d" if state == _DONE else a["shape"]
         g.node(gid[k], _text("\n".join(lines)), **a)
     spawn, data = {}, {}
     for r in recs:
@@ -298,9 +302,9 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
     if len(order) <= threshold:
         ids = {id(n): f"n{i}" for i, n in enumerate(order)}
         for n in order:
-            state = n.state
-            extra = {} if state == "new" else {"style": "rounded,filled", "fillcolor": "#e0e0e0"}
-            g.node(ids[id(n)], _text(f"{n.name}\n{n.key}" + ("" if state == "new" else f"\n{state}")),
+            state = State.of(n)
+            extra = {} if state is State.NEW else {"style": "rounded,filled", "fillcolor": "#e0e0e0"}
+            g.node(ids[id(n)], _text(f"{n.name}\n{n.key}" + ("" if state is State.NEW else f"\n{state.label}")),
                    **extra)
         for n in order:
             for d in n.dependencies:

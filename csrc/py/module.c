@@ -1,5 +1,6 @@
 /* taskgraph._core: module definition, constants, configuration, per-thread state, faults. */
 #include "tgpy.h"
+#include "rules.h"
 
 #include <sched.h>
 
@@ -285,43 +286,6 @@ static PyObject *exception_copy(PyObject *mod, PyObject *exc) {
     return tg_exception_copy(exc);
 }
 
-/* The rules of a failed call for other backends (worker.c keeps them; see tgpy.h). */
-static PyObject *note_origin_py(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *exc, *key, *where;
-    if (!PyArg_ParseTuple(args, "OUU:_note_origin", &exc, &key, &where)) return NULL;
-    if (PyExceptionInstance_Check(exc)) tg_note_origin(exc, key, where);
-    Py_RETURN_NONE;
-}
-
-static PyObject *note_attempts_py(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *exc, *key, *retries;
-    int attempts;
-    if (!PyArg_ParseTuple(args, "OUiO:_note_attempts", &exc, &key, &attempts, &retries)) return NULL;
-    if (PyExceptionInstance_Check(exc)) tg_note_attempts(exc, key, attempts, retries);
-    Py_RETURN_NONE;
-}
-
-static PyObject *note_sibling_py(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *exc, *pkey, *kkey, *kexc;
-    if (!PyArg_ParseTuple(args, "OUUO:_note_sibling", &exc, &pkey, &kkey, &kexc)) return NULL;
-    if (PyExceptionInstance_Check(exc) && PyExceptionInstance_Check(kexc)) tg_note_sibling(exc, pkey, kkey, kexc);
-    Py_RETURN_NONE;
-}
-
-static PyObject *retry_wanted_py(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *task, *exc;
-    int attempt;
-    if (!PyArg_ParseTuple(args, "O!Oi:_retry_wanted", &TG_TaskType, &task, &exc, &attempt)) return NULL;
-    TaskObject *t = (TaskObject *)task;
-    /* Acquire: see task_ready in task.c (a blank Task has no retries). */
-    int ready = atomic_load_explicit(&t->ready, memory_order_acquire) == TG_TASK_READY;
-    return PyBool_FromLong(ready && PyExceptionInstance_Check(exc) && tg_retry_wanted(t->retry, exc, attempt));
-}
-
 static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     return PyLong_FromLongLong(tg_live_runs());
@@ -382,14 +346,6 @@ static PyMethodDef methods[] = {
     {"trace_stop", tg_trace_stop, METH_NOARGS,
      "Detaches the recorders (waiting for any record being written) and returns them."},
     {"_live_runs", live_runs, METH_NOARGS, "Run objects alive (tests only)."},
-    {"_note_origin", note_origin_py, METH_VARARGS,
-     "_note_origin(exc, key, where): notes once where the task's exception was raised."},
-    {"_note_attempts", note_attempts_py, METH_VARARGS,
-     "_note_attempts(exc, key, attempts, retries): notes how often a retried task failed."},
-    {"_note_sibling", note_sibling_py, METH_VARARGS,
-     "_note_sibling(exc, parent_key, child_key, child_exc): notes an unobserved child failure."},
-    {"_retry_wanted", retry_wanted_py, METH_VARARGS,
-     "_retry_wanted(task, exc, attempt) -> whether failed attempt `attempt` (0-based) runs again."},
     {"exception_copy", exception_copy, METH_O,
      "exception_copy(exc) -> what a waiter raises for a stored exception: a copy with its own "
      "traceback (the original's frames, then the waiter's)."},
@@ -431,6 +387,7 @@ static int add_steal(PyObject *m, const char *name, PyObject *obj) {
 }
 
 static int exec_module(PyObject *m) {
+    if (PyModule_AddFunctions(m, tg_rules_methods) < 0) return -1;
     tg_clock_init();
     PyTypeObject *types[] = {&TG_TaskType, &TG_NodeType, &TG_RunType, &TG_EngineType,
                              &TG_RecorderType, &TG_RefType};

@@ -8,6 +8,7 @@
  *   run.c       Run: one compute() call (its C tg_run, its first error, its end)
  *   engine.c    Engine: the native half of a Scheduler (workers, runs, close, drain)
  *   worker.c    the worker loop and joins: run, skip, finish, spawn, sync children
+ *   rules.c     the one task runner (retries, end-of-task sync, notes) every backend uses
  *   submit.c    submitting a lazy graph in one call (claim, edges, release)
  *   recorder.c  tracing: the observer that records each task into per-worker C buffers
  *
@@ -292,12 +293,6 @@ void tg_finish_external(NodeObject *n, int final, PyObject *value);
  * everything that refusal cascades to. The caller gives up its core reference to each. */
 void tg_cancel_refused(tg_task *refused);
 
-/* The rules of a failed call, shared by every backend (worker.c; the dask backend reaches
- * them as core._note_origin, _note_attempts, _note_sibling, _retry_wanted). None raises. */
-void tg_note_origin(PyObject *exc, PyObject *key, PyObject *where);
-void tg_note_attempts(PyObject *exc, PyObject *key, int attempts, PyObject *retries);
-void tg_note_sibling(PyObject *exc, PyObject *pkey, PyObject *kkey, PyObject *kexc);
-int tg_retry_wanted(PyObject *retry, PyObject *exc, int attempt);
 
 /* ---------------------------------------------------------------- submit (submit.c) */
 /* Claims, wires and releases the lazy graph under nodes[0..n) as part of run. From worker W

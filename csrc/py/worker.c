@@ -7,6 +7,7 @@
  * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
  * that reference, and drops it after the finish. */
 #include "tgpy.h"
+#include "rules.h"
 
 /* The task running on W (innermost), if it is being traced: its joins are timed. */
 static inline tg_frame *traced_frame(Worker *W) {
@@ -81,8 +82,7 @@ static PyObject *cancel_error(NodeObject *n) {
         if (st == TG_FAILED || st == TG_CANCELLED) {
             PyObject *key = tg_node_key(d);
             if (!key) goto fail;
-            reason = PyUnicode_FromFormat("its dependency %U %s", key,
-                                          st == TG_FAILED ? "failed" : "was cancelled");
+            reason = tg_dependency_reason(key, st);
             Py_DECREF(key);
             if (!reason) goto fail;
             cause = Py_NewRef(d->value);
@@ -121,12 +121,9 @@ static PyObject *cancel_error(NodeObject *n) {
     if (!reason && !PyErr_Occurred()) reason = PyUnicode_FromString("it was cancelled before it started");
     if (!reason) goto fail;
     PyObject *key = tg_node_key(n);
-    PyObject *msg = key ? PyUnicode_FromFormat("task %U was cancelled: %U", key, reason) : NULL;
+    err = key ? tg_cancelled_error(key, reason, cause) : NULL;
     Py_XDECREF(key);
-    err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
-    Py_XDECREF(msg);
     if (!err) goto fail;
-    if (cause) PyException_SetCause(err, Py_NewRef(cause));
     Py_XDECREF(reason);
     Py_XDECREF(cause);
     return err;
@@ -160,87 +157,16 @@ void tg_cancel_refused(tg_task *refused) {
 
 /* ---------------------------------------------------------------- failures */
 
-/* ---- The rules of a failed call, in one place. The dask backend runs tasks in Python on
- * other processes; it calls these through the module (core._note_origin, _note_attempts,
- * _note_sibling, _retry_wanted) instead of restating them. Notes are a courtesy: an exception
- * object that refuses attributes keeps its own error, and none of these raises. */
-
-/* Adds one note naming the task `key` and where it ran (`where`, e.g. "on worker 0 of <...>")
- * to exc, unless exc has one already (it is not noted again at each parent it propagates
- * through). */
-void tg_note_origin(PyObject *exc, PyObject *key, PyObject *where) {
-    PyObject *mark = NULL, *note = NULL, *r = NULL;
-    if (PyObject_GetOptionalAttr(exc, TG.str_taskgraph_task, &mark) < 0) goto done;
-    if (mark && mark != Py_None) goto done;
-    if (PyObject_SetAttr(exc, TG.str_taskgraph_task, key) < 0) goto done;
-    note = PyUnicode_FromFormat("taskgraph: raised by task %U %U", key, where);
-    if (note) r = PyObject_CallMethodOneArg(exc, TG.str_add_note, note);
-done:
-    PyErr_Clear();
-    Py_XDECREF(mark);
-    Py_XDECREF(note);
-    Py_XDECREF(r);
-}
-
-/* Adds a note saying the task failed `attempts` times with `retries` retries. */
-void tg_note_attempts(PyObject *exc, PyObject *key, int attempts, PyObject *retries) {
-    PyObject *note = PyUnicode_FromFormat("taskgraph: task %U failed %d times (retries=%S)", key,
-                                          attempts, retries);
-    PyObject *r = note ? PyObject_CallMethodOneArg(exc, TG.str_add_note, note) : NULL;
-    PyErr_Clear();
-    Py_XDECREF(note);
-    Py_XDECREF(r);
-}
-
-/* Adds to exc a note about another child (kkey, failed with kexc) of the task pkey whose
- * failure nobody observed. */
-void tg_note_sibling(PyObject *exc, PyObject *pkey, PyObject *kkey, PyObject *kexc) {
-    if (kexc == exc) return;
-    PyObject *note = PyUnicode_FromFormat("taskgraph: task %U also had child task %U fail, "
-                                          "unobserved: %s: %S", pkey, kkey, Py_TYPE(kexc)->tp_name, kexc);
-    PyObject *r = note ? PyObject_CallMethodOneArg(exc, TG.str_add_note, note) : NULL;
-    PyErr_Clear();
-    Py_XDECREF(note);
-    Py_XDECREF(r);
-}
-
-/* Whether failed attempt `attempt` (0 for the first) with exception exc is run again, for a
- * task with these retry options ((retries, retry_on) or NULL): retries left, and exc is one of
- * the retry_on classes (a cancellation or a closed scheduler never is: running again cannot
- * help). The caller also checks that nobody asked the task to stop. */
-int tg_retry_wanted(PyObject *retry, PyObject *exc, int attempt) {
-    if (!retry || attempt >= PyLong_AsLong(PyTuple_GET_ITEM(retry, 0))) return 0;
-    return PyErr_GivenExceptionMatches(exc, PyTuple_GET_ITEM(retry, 1)) &&
-           !PyErr_GivenExceptionMatches(exc, TG.CancelledError) &&
-           !PyErr_GivenExceptionMatches(exc, TG.SchedulerClosedError);
-}
-
-/* note_origin for a node run by W (or inline, W NULL). */
-static void note_origin(PyObject *exc, NodeObject *n, Worker *W) {
-    PyObject *key = tg_node_key(n), *where = NULL;
-    if (key && W) {
-        where = PyUnicode_FromFormat("on worker %d of %U", W->index, W->engine->label);
-    } else if (key) {
-        PyObject *threading = PyImport_ImportModule("threading");
-        PyObject *th = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
-        PyObject *name = th ? PyObject_GetAttrString(th, "name") : NULL;
-        if (name) where = PyUnicode_FromFormat("(serial mode, thread %S)", name);
-        Py_XDECREF(name);
-        Py_XDECREF(th);
-        Py_XDECREF(threading);
-    }
-    if (where) tg_note_origin(exc, key, where);
-    PyErr_Clear();
-    Py_XDECREF(key);
-    Py_XDECREF(where);
-}
-
-static void note_sibling(PyObject *exc, NodeObject *parent, NodeObject *k) {
-    PyObject *pkey = tg_node_key(parent), *key = pkey ? tg_node_key(k) : NULL;
-    if (key) tg_note_sibling(exc, pkey, key, k->value);
-    PyErr_Clear();
-    Py_XDECREF(pkey);
-    Py_XDECREF(key);
+/* Where a task runs in serial mode, for the note on its exception (tg_body_ops.where). */
+static PyObject *serial_where(tg_body *b) {
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *th = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
+    PyObject *name = th ? PyObject_GetAttrString(th, "name") : NULL;
+    PyObject *where = name ? PyUnicode_FromFormat("(serial mode, thread %S)", name) : NULL;
+    Py_XDECREF(name);
+    Py_XDECREF(th);
+    Py_XDECREF(threading);
+    return where;
 }
 
 static void set_failing(NodeObject *n, PyObject *exc /* stolen */) {
@@ -347,7 +273,8 @@ static PyObject *stack_error(NodeObject *n, const char *doing) {
  * after every child it spawned. If it failed, children not started yet are cancelled first.
  * A child that failed and whose outcome nobody read makes the task fail with that error (no
  * error is lost: further ones are attached as notes). */
-static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
+static void sync_kids(Worker *W, tg_body *b) {
+    NodeObject *n = b->node;
     NodeObject *kids = n->kids;
     n->kids = NULL;
     n->nkids = 0;
@@ -368,13 +295,11 @@ static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
         Py_XDECREF(kk);
         Py_XDECREF(vk);
         PyObject *err = PyErr_GetRaisedException();
-        Py_CLEAR(*res);
-        set_failing(n, err ? err : tg_memory_error());
+        tg_body_fail(b, err ? err : tg_memory_error());
         failing = 1;
     }
     if (!failing && tg_c_stack_low()) { /* no room to run children nested: fail, skip them */
-        Py_CLEAR(*res);
-        set_failing(n, stack_error(n, "waiting for its children"));
+        tg_body_fail(b, stack_error(n, "waiting for its children"));
         failing = 1;
     }
     if (failing)
@@ -384,19 +309,7 @@ static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
     for (NodeObject *k = kids; k && !closed; k = k->sibling)
         if (tg_task_state(&k->t) < TG_DONE && !never_runs_pending(k))
             closed = join_wait(W, k, 0) == TG_FIND_SHUTDOWN;
-    NodeObject *first = NULL;
-    for (NodeObject *k = kids; k; k = k->sibling) {
-        /* Relaxed: see add_kid. */
-        if (tg_task_state(&k->t) <= TG_DONE || atomic_load_explicit(&k->seen, memory_order_relaxed)) continue;
-        if (!first && !failing) {
-            first = k;
-            atomic_store_explicit(&k->seen, 1, memory_order_relaxed);
-            Py_CLEAR(*res);
-            set_failing(n, Py_NewRef(k->value));
-        } else if (tg_task_state(&k->t) == TG_FAILED) { /* not the siblings cancelled because of it */
-            note_sibling(n->value, n, k);
-        }
-    }
+    for (NodeObject *k = kids; k; k = k->sibling) tg_body_child(b, k); /* unread failures */
     /* Dropping the children may run finalizers: not as part of this task (a task they call
      * would be spawned into it after its sync). */
     NodeObject *cur = W->current;
@@ -410,38 +323,34 @@ static void sync_kids(Worker *W, NodeObject *n, PyObject **res) {
     W->current = cur;
 }
 
-/* Whether the failed attempt `attempt` (0 for the first) of n is run again: the rule above,
- * and nobody asked it to stop. */
-static int retry_wanted(NodeObject *n, int attempt) {
-    return n->retry && !tg_node_cancel_requested(n) && tg_retry_wanted(n->retry, n->value, attempt);
+/* The task runner's native backend (rules.h): W's C functions, no Python in between. */
+typedef struct {
+    Worker *W;
+    tg_rec_start *rs;
+} native_body;
+
+static PyObject *native_call(tg_body *b) { return call_task(b->node); }
+
+static void native_sync(tg_body *b) {
+    if (b->node->kids) sync_kids(((native_body *)b->ctx)->W, b);
 }
 
-/* Adds a note saying how many times the task ran before its final failure. */
-static void note_attempts(PyObject *exc, NodeObject *n, int attempts) {
-    PyObject *key = tg_node_key(n);
-    if (key) tg_note_attempts(exc, key, attempts, PyTuple_GET_ITEM(n->retry, 0));
-    PyErr_Clear();
-    Py_XDECREF(key);
+static void native_retrying(tg_body *b, int attempt) {
+    native_body *c = b->ctx;
+    if (c->rs->timed) tg_rec_attempt(c->W, c->rs, b->node, attempt);
 }
 
-/* Calls n's function, again while a failure is to be retried (W NULL: inline, no children to
- * sync, no trace). Returns the result, or NULL with n failing; *attempts: how many calls. A
- * failed attempt that is retried is recorded in the trace, its children synced first. */
-static PyObject *run_attempts(Worker *W, NodeObject *n, tg_rec_start *rs, int *attempts) {
-    for (int attempt = 0;; attempt++) {
-        PyObject *res = call_task(n);
-        if (!res) set_failing(n, PyErr_GetRaisedException());
-        if (W && n->kids) sync_kids(W, n, &res);
-        if (res || !retry_wanted(n, attempt)) {
-            *attempts = attempt + 1;
-            return res;
-        }
-        if (W && rs->timed) tg_rec_attempt(W, rs, n, attempt);
-        Py_CLEAR(n->value);
-        /* Relaxed: our own flag; the children that read it were synced above. */
-        atomic_store_explicit(&n->failing, 0, memory_order_relaxed);
-    }
+static int native_stop_asked(tg_body *b) { return tg_node_cancel_requested(b->node); }
+
+static PyObject *worker_where(tg_body *b) {
+    Worker *W = ((native_body *)b->ctx)->W;
+    return PyUnicode_FromFormat("on worker %d of %U", W->index, W->engine->label);
 }
+
+static const tg_body_ops worker_ops = {native_call, native_sync, native_retrying,
+                                       native_stop_asked, worker_where};
+/* Inline (serial mode): no children to sync, no trace. */
+static const tg_body_ops inline_ops = {native_call, NULL, NULL, native_stop_asked, serial_where};
 
 /* An internal failure while finishing n (an injected fault in the tests): n fails with
  * BrokenSchedulerError and the engine is broken. */
@@ -485,23 +394,24 @@ static void execute(Worker *W, NodeObject *n) {
     tg_rec_begin(W, &rs);
     /* No recursion check of our own: every level of nested joins runs the task's Python
      * frame, which CPython counts (and, from 3.12, the C entry into it too). */
-    int attempts;
-    PyObject *res = run_attempts(W, n, &rs, &attempts);
+    native_body c = {W, &rs};
+    tg_body b = {.ops = &worker_ops, .ctx = &c, .node = n, .retry = n->retry, .value = &n->value,
+                 .failing = &n->failing};
+    PyObject *res = tg_run_body(&b);
     W->current = prev;
     if (res && tg_fault(TG_FAULT_RESULT)) { /* as if storing the result had failed */
         Py_CLEAR(res);
         set_failing(n, internal_failure(W, n, "storing the result"));
+        tg_body_note(&b);
     }
     int final = TG_DONE;
     if (res) {
         n->value = res;
     } else {
         final = TG_FAILED;
-        note_origin(n->value, n, W);
-        if (attempts > 1) note_attempts(n->value, n, attempts);
         if (!parent) fail_run(n);
     }
-    rs.attempt = attempts - 1;
+    rs.attempt = b.attempts - 1;
     tg_frame f = pop_frame(W);
     if (rs.timed) tg_rec_end(W, &rs, n, final, &f);
     drop_inputs_detached(W, n);
@@ -720,21 +630,19 @@ int tg_run_inline(NodeObject *n) {
         int st = tg_task_state(&d->t);
         if (st == TG_DONE) continue;
         PyObject *key = tg_node_key(n), *dk = key ? tg_node_key(d) : NULL;
-        PyObject *msg = dk ? PyUnicode_FromFormat("task %U was cancelled: its dependency %U %s", key, dk,
-                                                  st == TG_FAILED ? "failed" : st == TG_CANCELLED
-                                                  ? "was cancelled" : "had not run") : NULL;
-        PyObject *err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
-        if (err && st > TG_DONE) PyException_SetCause(err, Py_NewRef(d->value));
+        PyObject *reason = dk ? tg_dependency_reason(dk, st) : NULL;
+        PyObject *err = reason ? tg_cancelled_error(key, reason, st > TG_DONE ? d->value : NULL) : NULL;
         Py_XDECREF(key);
         Py_XDECREF(dk);
-        Py_XDECREF(msg);
+        Py_XDECREF(reason);
         n->value = err ? err : PyErr_GetRaisedException();
         tg_node_drop_inputs(n);
         finish(NULL, n, TG_CANCELLED);
         return 1;
     }
-    int attempts;
-    PyObject *res = run_attempts(NULL, n, NULL, &attempts);
+    tg_body b = {.ops = &inline_ops, .node = n, .retry = n->retry, .value = &n->value,
+                 .failing = &n->failing};
+    PyObject *res = tg_run_body(&b);
     int final = TG_DONE, reraise = 0;
     if (res) {
         n->value = res;
@@ -742,8 +650,6 @@ int tg_run_inline(NodeObject *n) {
         final = TG_FAILED;
         reraise = PyErr_GivenExceptionMatches(n->value, PyExc_KeyboardInterrupt) ||
                   PyErr_GivenExceptionMatches(n->value, PyExc_SystemExit);
-        note_origin(n->value, n, NULL);
-        if (attempts > 1) note_attempts(n->value, n, attempts);
     }
     tg_node_drop_inputs(n);
     finish(NULL, n, final);
