@@ -76,7 +76,7 @@ static inline void cpu_relax(void) {
 static void no_hook(void *ctx) { (void)ctx; }
 
 tg_pool *tg_pool_new(int nworkers) {
-    if (nworkers < 1 || nworkers > 4096) return NULL;
+    if (nworkers < 1 || nworkers > TG_MAX_WORKERS) return NULL;
     tg_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = nworkers;

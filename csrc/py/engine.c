@@ -88,9 +88,9 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "iiiU:Engine", names, &nworkers, &number, &depth,
                                      &label))
         return NULL;
-    if (nworkers < 1 || nworkers > 4096 || depth < 0) {
-        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..4096 and max_help_depth >= 0, "
-                     "got workers=%d, max_help_depth=%d", nworkers, depth);
+    if (nworkers < 1 || nworkers > TG_MAX_WORKERS || depth < 0) {
+        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..%d and max_help_depth >= 0, "
+                     "got workers=%d, max_help_depth=%d", TG_MAX_WORKERS, nworkers, depth);
         return NULL;
     }
     EngineObject *e = (EngineObject *)type->tp_alloc(type, 0);
@@ -400,15 +400,10 @@ int tg_engine_check_owner(NodeObject *n) {
     int stale = e && tg_task_state(&n->t) < TG_DONE && is_forked(e);
     tg_runs_unlock();
     if (!stale) return 0;
-    PyObject *key = tg_node_key(n);
-    if (key) {
-        PyErr_Format(TG.SchedulerClosedError,
-                     "node %U belongs to a compute of %U, made before fork(): it cannot run or "
-                     "finish in this child process (pid %ld); build the graph again here",
-                     key, e->label, (long)getpid());
-        Py_DECREF(key);
-    }
-    return -1;
+    return tg_err_node(TG.SchedulerClosedError, n,
+                       "node %U belongs to a compute of %U, made before fork(): it cannot run or "
+                       "finish in this child process (pid %ld); build the graph again here",
+                       e->label, (long)getpid());
 }
 
 void tg_engine_mark_forked(EngineObject *e) {
@@ -450,15 +445,6 @@ static PyObject *engine_get_broken(EngineObject *e, void *c) {
     return b ? b : Py_NewRef(Py_None);
 }
 
-static PyObject *engine_get_active(EngineObject *e, void *c) {
-    (void)c;
-    pthread_mutex_lock(&e->mu);
-    long n = 0;
-    for (RunObject *r = e->runs; r; r = r->next) n++;
-    pthread_mutex_unlock(&e->mu);
-    return PyLong_FromLong(n);
-}
-
 static PyMethodDef engine_methods[] = {
     {"work", (PyCFunction)engine_work, METH_O, "work(i): worker thread i's life."},
     {"submit", (PyCFunction)engine_submit, METH_VARARGS,
@@ -498,7 +484,6 @@ static PyMethodDef engine_methods[] = {
 static PyGetSetDef engine_getset[] = {
     {"closed", (getter)engine_get_closed, NULL, "Whether close began.", NULL},
     {"broken", (getter)engine_get_broken, NULL, "Why it is broken (str), or None.", NULL},
-    {"active_runs", (getter)engine_get_active, NULL, "Runs not ended yet.", NULL},
     {"is_shutdown", (getter)engine_get_is_shutdown, NULL, "Whether shutdown() was called.", NULL},
     {"forked", (getter)engine_get_forked, NULL,
      "True in a child process for an engine made before fork() (closed there).", NULL},

@@ -5,8 +5,6 @@
 
 tg_globals TG;
 _Thread_local tg_tls TG_TLS;
-_Atomic int tg_faults_armed;
-static _Atomic int64_t fault_countdown[TG_FAULT_NSITES];
 static _Atomic uint64_t thread_numbers; /* threads that named a node so far */
 
 uint64_t tg_next_node_id(void) {
@@ -49,17 +47,6 @@ int tg_c_stack_low(void) {
 }
 
 PyObject *tg_memory_error(void) { return Py_NewRef(TG.memory_error); }
-
-int tg_fault_hit(tg_fault_site site) {
-    /* Relaxed: a countdown armed by a test; the thread that takes it to 0 fails once. */
-    int64_t left = atomic_load_explicit(&fault_countdown[site], memory_order_relaxed);
-    while (left > 0) {
-        if (atomic_compare_exchange_weak_explicit(&fault_countdown[site], &left, left - 1,
-                                                  memory_order_relaxed, memory_order_relaxed))
-            return left == 1;
-    }
-    return 0;
-}
 
 void tg_lock_detached(pthread_mutex_t *mu) {
     if (pthread_mutex_trylock(mu) == 0) return;
@@ -177,6 +164,21 @@ static PyObject *run_inline(PyObject *mod, PyObject *node) {
     return PyBool_FromLong(r);
 }
 
+#ifdef TG_FAULTS
+_Atomic int tg_faults_armed;
+static _Atomic int64_t fault_countdown[TG_FAULT_NSITES];
+
+int tg_fault_hit(tg_fault_site site) {
+    /* Relaxed: a countdown armed by a test; the thread that takes it to 0 fails once. */
+    int64_t left = atomic_load_explicit(&fault_countdown[site], memory_order_relaxed);
+    while (left > 0) {
+        if (atomic_compare_exchange_weak_explicit(&fault_countdown[site], &left, left - 1,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return left == 1;
+    }
+    return 0;
+}
+
 static PyObject *arm_fault(PyObject *mod, PyObject *args) {
     (void)mod;
     int site;
@@ -194,6 +196,7 @@ static PyObject *arm_fault(PyObject *mod, PyObject *args) {
     atomic_store_explicit(&tg_faults_armed, any, memory_order_relaxed);
     Py_RETURN_NONE;
 }
+#endif
 
 static PyObject *to_refs(PyObject *mod, PyObject *args) {
     (void)mod;
@@ -411,8 +414,10 @@ static PyMethodDef methods[] = {
      "_task_with_options(fn, name, retries, retry_on) -> Task (how Tasks with retries unpickle)."},
     {"_task_by_name", tg_task_by_name, METH_VARARGS,
      "_task_by_name(module, qualname) -> the Task defined there (how rebuilt Tasks unpickle)."},
+#ifdef TG_FAULTS
     {"_arm_fault", arm_fault, METH_VARARGS,
-     "_arm_fault(site, n): the n-th occurrence of a fault site fails (tests only)."},
+     "_arm_fault(site, n): the n-th occurrence of a fault site fails (test builds only)."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -464,17 +469,16 @@ static int exec_module(PyObject *m) {
         {"DONE", TG_DONE}, {"FAILED", TG_FAILED}, {"CANCELLED", TG_CANCELLED},
         {"NSTATES", TG_NSTATES}, {"NSTATS", TG_NSTATS},
         {"STEAL_OK", TG_OK}, {"STEAL_EMPTY", TG_EMPTY}, {"STEAL_RETRY", TG_RETRY},
-        {"PUSH_WAITING", TG_PUSH_WAITING}, {"PUSH_QUEUED", TG_PUSH_QUEUED},
-        {"PUSH_TAKEN", TG_PUSH_TAKEN}, {"PUSH_NOMEM", TG_PUSH_NOMEM},
-        {"PUSH_REFUSED", TG_PUSH_REFUSED},
-        {"FIND_RUN", TG_FIND_RUN}, {"FIND_SKIP", TG_FIND_SKIP}, {"FIND_JOINED", TG_FIND_JOINED},
-        {"FIND_SHUTDOWN", TG_FIND_SHUTDOWN},
-        {"DEP_NOMEM", TG_DEP_NOMEM}, {"DEP_WAIT", TG_DEP_WAIT}, {"DEP_DONE", TG_DEP_DONE},
-        {"DEP_POISON", TG_DEP_POISON},
+        {"MAX_WORKERS", TG_MAX_WORKERS},
+#ifdef TG_FAULTS /* a test build: the fault sites and their numbers for _arm_fault */
+        {"FAULTS", 1},
         {"FAULT_NODE_ALLOC", TG_FAULT_NODE_ALLOC}, {"FAULT_CLAIM", TG_FAULT_CLAIM},
         {"FAULT_EDGE", TG_FAULT_EDGE}, {"FAULT_SPAWN", TG_FAULT_SPAWN},
         {"FAULT_RESULT", TG_FAULT_RESULT}, {"FAULT_RECORD", TG_FAULT_RECORD},
         {"FAULT_WORKER", TG_FAULT_WORKER},
+#else
+        {"FAULTS", 0},
+#endif
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, ints[i].v) < 0) return -1;

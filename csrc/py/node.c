@@ -79,6 +79,38 @@ PyObject *tg_node_key(NodeObject *n) {
                                 (unsigned long long)(id & 0xFFFFFFFFFFULL));
 }
 
+/* fmt's text up to its first %U (no conversion before it), n's key, then the rest of fmt
+ * formatted with args (PyUnicode_FromFormatV). */
+static PyObject *format_key(NodeObject *n, const char *fmt, va_list args) {
+    const char *at = strstr(fmt, "%U");
+    PyObject *key = tg_node_key(n);
+    PyObject *head = key ? PyUnicode_FromStringAndSize(fmt, at ? at - fmt : 0) : NULL;
+    PyObject *tail = head ? PyUnicode_FromFormatV(at ? at + 2 : fmt, args) : NULL;
+    PyObject *msg = tail ? PyUnicode_FromFormat("%U%U%U", head, key, tail) : NULL;
+    Py_XDECREF(key);
+    Py_XDECREF(head);
+    Py_XDECREF(tail);
+    return msg;
+}
+
+PyObject *tg_node_format(NodeObject *n, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    PyObject *msg = format_key(n, fmt, args);
+    va_end(args);
+    return msg;
+}
+
+int tg_err_node(PyObject *exc_type, NodeObject *n, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    PyObject *msg = format_key(n, fmt, args);
+    va_end(args);
+    if (msg) PyErr_SetObject(exc_type, msg);
+    Py_XDECREF(msg);
+    return -1;
+}
+
 /* The exception to raise for a waiter: a copy of exc, so that each waiter's traceback is its
  * own (raising one shared object from several threads, or again and again, makes its
  * __traceback__ grow and lets threads race on it). The copy has exc's type, args and
@@ -213,9 +245,8 @@ int tg_node_wait_external(NodeObject *n, double timeout) {
     while (tg_task_state(&n->t) < TG_DONE) {
         if (PyErr_CheckSignals() < 0) return -1;
         if (timeout >= 0 && waited >= timeout) {
-            PyObject *key = tg_node_key(n), *t = key ? PyFloat_FromDouble(timeout) : NULL;
-            if (t) PyErr_Format(PyExc_TimeoutError, "node %U not done after %R s", key, t);
-            Py_XDECREF(key);
+            PyObject *t = PyFloat_FromDouble(timeout);
+            if (t) tg_err_node(PyExc_TimeoutError, n, "node %U not done after %R s", t);
             Py_XDECREF(t);
             return -1;
         }
@@ -259,12 +290,11 @@ static int node_wait(NodeObject *n, double timeout, int has_timeout) {
     /* Relaxed owner (see tgpy.h): NULL for a node claimed a moment ago means "not ours". */
     int ours = in_task && atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine;
     if (has_timeout && in_task && ((st == TG_NEW && !tls->serial) || ours)) {
-        PyObject *key = tg_node_key(n), *cur = key ? tg_node_key(W->current) : NULL;
+        PyObject *cur = tg_node_key(W->current);
         if (cur)
-            PyErr_Format(TG.TaskgraphError,
-                         "result(timeout=...) of %U inside task %U: a join inside a worker runs "
-                         "other work until the node is done and cannot time out", key, cur);
-        Py_XDECREF(key);
+            tg_err_node(TG.TaskgraphError, n,
+                        "result(timeout=...) of %U inside task %U: a join inside a worker runs "
+                        "other work until the node is done and cannot time out", cur);
         Py_XDECREF(cur);
         return -1;
     }
@@ -397,11 +427,9 @@ int tg_node_cancel_requested(NodeObject *n) {
 
 /* The CancelledError of a node cancelled before anyone claimed it. */
 static PyObject *cancelled_error(NodeObject *n) {
-    PyObject *key = tg_node_key(n);
-    PyObject *msg = key ? PyUnicode_FromFormat("task %U was cancelled: node.cancel() was called "
-                                               "before it started", key) : NULL;
+    PyObject *msg = tg_node_format(n, "task %U was cancelled: node.cancel() was called before "
+                                   "it started");
     PyObject *err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
-    Py_XDECREF(key);
     Py_XDECREF(msg);
     return err;
 }
@@ -428,9 +456,7 @@ static PyObject *node_cancel(NodeObject *n, PyObject *unused) {
     if (st >= TG_DONE) return PyBool_FromLong(st == TG_CANCELLED);
     PyObject *reason = NULL;
     if (!tg_node_parent(n)) { /* a node of a compute's graph: the compute stops (fail fast) */
-        PyObject *key = tg_node_key(n);
-        reason = key ? PyUnicode_FromFormat("task %U was cancelled (node.cancel())", key) : NULL;
-        Py_XDECREF(key);
+        reason = tg_node_format(n, "task %U was cancelled (node.cancel())");
         if (!reason) return NULL;
     }
     /* The node's run is alive while the node is in flight; once it finishes, the compute that
@@ -477,11 +503,7 @@ static PyObject *node_compute(NodeObject *n, PyObject *args, PyObject *kw) {
 
 static PyObject *node_reduce(NodeObject *n, PyObject *unused) {
     (void)unused;
-    PyObject *key = tg_node_key(n);
-    if (key) {
-        PyErr_Format(PyExc_TypeError, "a taskgraph Node (%U) cannot be pickled; pass its value", key);
-        Py_DECREF(key);
-    }
+    tg_err_node(PyExc_TypeError, n, "a taskgraph Node (%U) cannot be pickled; pass its value");
     return NULL;
 }
 

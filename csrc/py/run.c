@@ -150,26 +150,9 @@ static PyObject *get_locked(RunObject *run, PyObject **slot) {
 }
 
 static PyObject *run_get_error(RunObject *run, void *c) { (void)c; return get_locked(run, &run->error); }
-static PyObject *run_get_reason(RunObject *run, void *c) { (void)c; return get_locked(run, &run->reason); }
-static PyObject *run_get_ended(RunObject *run, void *c) {
-    (void)c;
-    pthread_mutex_lock(&run->mu);
-    int e = run->ended;
-    pthread_mutex_unlock(&run->mu);
-    return PyBool_FromLong(e);
-}
-static PyObject *run_get_live(RunObject *run, void *c) { (void)c; return PyLong_FromLongLong(tg_run_live(&run->r)); }
-static PyObject *run_get_cancelled(RunObject *run, void *c) {
-    (void)c;
-    return PyBool_FromLong(tg_run_is_cancelled(&run->r));
-}
 
 static PyGetSetDef run_getset[] = {
     {"error", (getter)run_get_error, NULL, "The first failure of a top-level task, or None.", NULL},
-    {"reason", (getter)run_get_reason, NULL, "Why the run was cancelled (str), or None.", NULL},
-    {"ended", (getter)run_get_ended, NULL, "Whether every task of the run has finished.", NULL},
-    {"live", (getter)run_get_live, NULL, "Tasks of the run not finished yet (an estimate).", NULL},
-    {"cancelled", (getter)run_get_cancelled, NULL, "Whether the run was cancelled.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -114,6 +114,13 @@ int tg_node_cancel_requested(NodeObject *n);
 /* Its key, e.g. "fib-3.1041": the task's name, the number of the thread that made the node
  * and that thread's counter (given when the node is made). */
 PyObject *tg_node_key(NodeObject *n);
+/* A message about n: fmt's first conversion must be %U, and n's key goes there (no argument
+ * for it); the other conversions take the arguments, as in PyUnicode_FromFormat. New
+ * reference, or NULL with an error. */
+PyObject *tg_node_format(NodeObject *n, const char *fmt, ...);
+/* Raises exc_type with tg_node_format's message (or the error that building it raised).
+ * Returns -1. */
+int tg_err_node(PyObject *exc_type, NodeObject *n, const char *fmt, ...);
 /* The exception a waiter raises for exc: a copy with its own traceback (see node.c). New
  * reference; never fails (at worst exc itself). */
 PyObject *tg_exception_copy(PyObject *exc);
@@ -415,7 +422,9 @@ PyObject *tg_memory_error(void);
 /* A fresh key number for a node made on this thread: (thread number << 40) | counter. */
 uint64_t tg_next_node_id(void);
 
-/* Fault injection (tests only): the n-th occurrence of a site fails as if out of memory. */
+/* Fault injection (test builds only: compiled in with -DTG_FAULTS, which setup.py passes when
+ * TASKGRAPH_TEST_BUILD=1, as `make setup` and tools/asan.sh do; a wheel or sdist build has no
+ * fault site and no _arm_fault). The n-th occurrence of a site fails as if out of memory. */
 typedef enum {
     TG_FAULT_NODE_ALLOC = 0, /* building a Node */
     TG_FAULT_CLAIM,          /* claiming a node during a submission */
@@ -427,12 +436,16 @@ typedef enum {
     TG_FAULT_NSITES
 } tg_fault_site;
 
+#ifdef TG_FAULTS
 extern _Atomic int tg_faults_armed;
 int tg_fault_hit(tg_fault_site site);
 static inline int tg_fault(tg_fault_site site) {
     /* Relaxed: tests arm faults before the code they target runs. */
     return atomic_load_explicit(&tg_faults_armed, memory_order_relaxed) && tg_fault_hit(site);
 }
+#else
+static inline int tg_fault(tg_fault_site site) { (void)site; return 0; }
+#endif
 
 /* Locks a pthread mutex that may be held while Python allocates: if it is busy, waits
  * detached from the interpreter (so a stop-the-world collection, or the GIL, is never

@@ -251,11 +251,9 @@ static void set_failing(NodeObject *n, PyObject *exc /* stolen */) {
 
 /* A top-level task failed: fail fast, cancel the rest of its run. */
 static void fail_run(NodeObject *n) {
-    PyObject *key = tg_node_key(n);
-    PyObject *reason = key ? PyUnicode_FromFormat("task %U failed (%s)", key, Py_TYPE(n->value)->tp_name) : NULL;
+    PyObject *reason = tg_node_format(n, "task %U failed (%s)", Py_TYPE(n->value)->tp_name);
     PyErr_Clear();
     tg_run_cancel_with(RUN_OF(tg_task_run(&n->t)), reason, n->value);
-    Py_XDECREF(key);
     Py_XDECREF(reason);
 }
 
@@ -331,14 +329,10 @@ static int never_runs_pending(NodeObject *k) {
 
 /* The RecursionError of a task whose thread's C stack is too low for more nesting. */
 static PyObject *stack_error(NodeObject *n, const char *doing) {
-    PyObject *key = tg_node_key(n);
-    if (key) {
-        PyErr_Format(PyExc_RecursionError,
-                     "task %U: the worker thread's C stack is nearly exhausted while %s (tasks "
-                     "joined inside tasks, %d deep on this thread); recurse less deeply or "
-                     "switch to serial code below a cutoff", key, doing, TG_TLS.worker ? TG_TLS.worker->depth : 0);
-        Py_DECREF(key);
-    }
+    tg_err_node(PyExc_RecursionError, n,
+                "task %U: the worker thread's C stack is nearly exhausted while %s (tasks "
+                "joined inside tasks, %d deep on this thread); recurse less deeply or "
+                "switch to serial code below a cutoff", doing, TG_TLS.worker ? TG_TLS.worker->depth : 0);
     PyObject *err = PyErr_GetRaisedException();
     return err ? err : tg_memory_error();
 }
@@ -706,13 +700,8 @@ void tg_finish_external(NodeObject *n, int final, PyObject *value) {
 
 int tg_run_inline(NodeObject *n) {
     if (tg_c_stack_low()) { /* serial calls nested this deep would overflow the C stack */
-        PyObject *key = tg_node_key(n);
-        if (key) {
-            PyErr_Format(PyExc_RecursionError, "task %U: serial calls nested too deeply for "
-                         "this thread's C stack", key);
-            Py_DECREF(key);
-        }
-        return -1;
+        return tg_err_node(PyExc_RecursionError, n, "task %U: serial calls nested too deeply for "
+                           "this thread's C stack");
     }
     if (!tg_task_claim_inline(&n->t)) return 0;
     for (Py_ssize_t i = 0; n->deps && i < PyTuple_GET_SIZE(n->deps); i++) {
