@@ -11,7 +11,7 @@
  * metaclass's __getattr__ or a property, and so drop items from the list) and visited only
  * after leaving it. Dicts and sets are read through a snapshot. Nothing borrowed is held
  * across a call that can run Python code. */
-#include "tgpy.h"
+#include "args.h"
 
 #define MAX_DEPTH 1000 /* deeper means a container that contains itself, or close to it */
 
