@@ -1,4 +1,7 @@
-/* Node: one call of a task. Built by Task (task.c); run by the workers (worker.c) or inline. */
+/* The Node type: one call of a task, as Python sees it (result(), exception(), done(), cancel(),
+ * compute(), properties), building a node and waiting for one outside the workers. Its record
+ * (key, outcome, inputs, cancel requests, children) is in noderec.c. Built by Task (task.c);
+ * run by the workers (worker.c) or inline. */
 #include "node.h"
 
 #include <time.h>

@@ -1,7 +1,9 @@
-/* The worker loop and joins. One dispatch loop (tg_wait_until) serves a worker's whole life
- * (awaited == NULL) and every join (awaited == the node): find a task in the pool (own deque,
- * injector, steal, park), run or skip it, repeat. Running a task never fails: whatever
- * happens, the node is finished (done, failed or cancelled) by the worker that took it.
+/* The worker loop. One dispatch loop (tg_wait_until) serves a worker's whole life
+ * (awaited == NULL) and every join's wait (awaited == the node; the join's checks are in
+ * join.c): find a task in the pool (own deque, injector, steal, park), run or skip it, repeat.
+ * Running a task never fails: whatever happens, the node is finished (done, failed or
+ * cancelled) by the worker that took it. The trace observer (recorder.h) is called around
+ * each task and in the idle hooks.
  *
  * Ownership (docs/design/native.md): a claimed node carries one strong reference for the core
  * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
