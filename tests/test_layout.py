@@ -8,7 +8,12 @@
   import that hides a cycle counts too) form no cycle.
 - No C, header or Python source under csrc/ or taskgraph/ exceeds 600 lines.
 
-The layer order itself is written in docs/design/native.md.
+The layer order itself is written in docs/design/native.md, with the include graph drawn in
+docs/img/native-layers.svg from docs/img/native-layers.dot, which a test here keeps current:
+regenerate both with
+
+    python tests/test_layout.py > docs/img/native-layers.dot
+    dot -Tsvg docs/img/native-layers.dot -o docs/img/native-layers.svg
 """
 import ast
 import pathlib
@@ -99,6 +104,37 @@ def test_tgpy_h_is_gone_and_module_c_is_the_top():
     """module.c is the top: no file includes a header of it."""
     assert not (CSRC / "py" / "module.h").exists()
     assert not (CSRC / "py" / "tgpy.h").exists(), "tgpy.h was split into one header per file"
+
+
+def layers_dot():
+    """The include graph of csrc/ and csrc/py/ (its transitive reduction) in Graphviz's dot."""
+    graph = c_module_graph()
+
+    def reach(n, skip):
+        seen, todo = set(), [m for m in graph[n] if m != skip]
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo += graph[m]
+        return seen
+
+    edges = sorted((a, b) for a in graph for b in graph[a] if b not in reach(a, b))
+    lines = ["digraph layers {", '  rankdir=BT; node [shape=box, fontname="Helvetica", fontsize=11];',
+             '  label="csrc/py/ include graph (transitive reduction): an arrow points to the layer '
+             'used"; labelloc=t;']
+    core = ' [style=filled, fillcolor="#e8eef7"]'  # the plain-C core, below the C-API face
+    for n in sorted(graph):
+        lines.append(f'  "{n}"' + ("" if n.startswith("py/") else core) + ";")
+    lines += [f'  "{a}" -> "{b}";' for a, b in edges]
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def test_the_committed_picture_of_the_layers_is_current():
+    dot = ROOT / "docs" / "img" / "native-layers.dot"
+    assert dot.read_text() == layers_dot(), (
+        "docs/img/native-layers.dot is stale: regenerate it (see this module's docstring)")
+    assert (ROOT / "docs" / "img" / "native-layers.svg").exists()
 
 
 def strip_c(text):
@@ -220,3 +256,7 @@ def test_no_source_file_exceeds_600_lines(rel, request):
         request.applymarker(pytest.mark.xfail(strict=False, reason=SPLIT_ELSEWHERE[rel]))
     n = len((ROOT / rel).read_text().splitlines())
     assert n <= MAX_LINES, f"{rel} has {n} lines (at most {MAX_LINES}): split it by concept"
+
+
+if __name__ == "__main__":
+    print(layers_dot(), end="")
