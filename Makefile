@@ -6,7 +6,7 @@ GILPY := .venv-gil/bin/python
 REPORTPY := $(shell [ -x .venv-gil/bin/python ] && echo .venv-gil/bin/python || echo .venv/bin/python)
 CC    ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc -DTG_TEST_HOOKS
-CSRCS := csrc/deque.c csrc/graph.c csrc/pool.c csrc/trace.c
+CSRCS := $(wildcard csrc/*.c)
 CTESTS := deque graph pool sleep oom
 # test_oom fails the core's allocations in turn: it is linked with --wrap for the allocators.
 WRAP_OOM := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
@@ -30,30 +30,35 @@ test: setup
 $(BUILD):
 	@mkdir -p $(BUILD)
 
+# The C tests, built and run one way: $(call c_tests,PREFIX,CFLAGS,WHAT,ENV,TIMEOUT) compiles
+# each of CTESTS with CFLAGS into build/PREFIX_<test>, then runs it with ENV set.
+define c_tests
+	@for t in $(CTESTS); do \
+	  $(CC) $(2) $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c $(linkflags) -o $(BUILD)/$(1)_$$t || exit 1; \
+	  echo "== C test $$t $(3)"; \
+	  $(4) timeout $(5) ./$(BUILD)/$(1)_$$t || exit 1; \
+	done
+endef
+# The sanitizer runs: the tests scale their sizes down under TASKGRAPH_SANITIZED (the same
+# variable tools/asan.sh sets for the Python tests).
+TSAN_FLAGS := -O1 -g -fsanitize=thread
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+TSAN_ENV := TASKGRAPH_SANITIZED=1 TSAN_OPTIONS="halt_on_error=1 exitcode=66"
+ASAN_ENV := TASKGRAPH_SANITIZED=1 ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
+
 # Plain optimised build of the C tests.
 test-c: | $(BUILD)
-	@for t in $(CTESTS); do \
-	  $(CC) -O2 $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c $(linkflags) -o $(BUILD)/test_$$t || exit 1; \
-	  echo "== C test $$t (plain -O2)"; timeout 300 ./$(BUILD)/test_$$t || exit 1; \
-	done
+	$(call c_tests,test,-O2,(plain -O2),,300)
 
 sanitize: sanitize-thread sanitize-address
 
 # ThreadSanitizer: any report makes the run fail (exitcode 66); no suppressions.
 sanitize-thread: | $(BUILD)
-	@for t in $(CTESTS); do \
-	  $(CC) -O1 -g -fsanitize=thread $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c $(linkflags) -o $(BUILD)/tsan_$$t || exit 1; \
-	  echo "== C test $$t under ThreadSanitizer"; \
-	  TG_SANITIZED=1 TSAN_OPTIONS="halt_on_error=1 exitcode=66" timeout 900 ./$(BUILD)/tsan_$$t || exit 1; \
-	done
+	$(call c_tests,tsan,$(TSAN_FLAGS),under ThreadSanitizer,$(TSAN_ENV),900)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer (leak checking included); any report fails.
 sanitize-address: | $(BUILD)
-	@for t in $(CTESTS); do \
-	  $(CC) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(CFLAGS_COMMON) $(CSRCS) csrc/tests/test_$$t.c $(linkflags) -o $(BUILD)/asan_$$t || exit 1; \
-	  echo "== C test $$t under AddressSanitizer+UBSan"; \
-	  TG_SANITIZED=1 ASAN_OPTIONS="halt_on_error=1 detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" timeout 900 ./$(BUILD)/asan_$$t || exit 1; \
-	done
+	$(call c_tests,asan,$(ASAN_FLAGS),under AddressSanitizer+UBSan,$(ASAN_ENV),900)
 
 # Python tests on the free-threaded interpreter (GIL off): the plain venv interpreter, no
 # flag, no PYTHON_GIL. tests/core is left out there (see test-core); the session fails if the

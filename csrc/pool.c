@@ -1,4 +1,4 @@
-/* Worker pool: deques, injector, find-work, parking, counters. See pool.h and
+/* Worker pool: deques, the injector (injector.c), find-work, parking, counters. See pool.h and
  * docs/design/sleep.md (the sleep protocol and why no wake-up is lost). */
 #define _GNU_SOURCE
 #include "pool.h"
@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "deque.h"
+#include "injector.h"
 
 /* The idle word packs two counts: workers parked and counted as sleepers (low 32 bits) and
  * workers searching for work (high 32 bits). One word, so a worker moves from searching to
@@ -46,12 +47,7 @@ struct tg_pool {
     int n;
     tg_worker *w;
     _Atomic int32_t shutdown;
-    /* Injector: a FIFO ring guarded by inj_mu (a documented lock: only work submitted from
-     * outside the workers goes through it). inj_count is read without the lock first. */
-    pthread_mutex_t inj_mu;
-    uint64_t *inj_buf;
-    int64_t inj_head, inj_len, inj_cap;
-    _Alignas(64) _Atomic int64_t inj_count;
+    tg_injector inj; /* work submitted from outside the workers (injector.h) */
     _Alignas(64) _Atomic uint64_t idle;
     _Atomic int32_t joiners; /* workers registered in waiting_for (parked or about to park) */
     _Atomic uint32_t wake_rr; /* where wake_one starts looking (spreads wake-ups) */
@@ -77,7 +73,7 @@ static inline void cpu_relax(void) {
 static void no_hook(void *ctx) { (void)ctx; }
 
 tg_pool *tg_pool_new(int nworkers) {
-    if (nworkers < 1 || nworkers > 4096) return NULL;
+    if (nworkers < 1 || nworkers > TG_MAX_WORKERS) return NULL;
     tg_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = nworkers;
@@ -85,9 +81,7 @@ tg_pool *tg_pool_new(int nworkers) {
     /* Zero-filled at once: a worker whose deque was not allocated yet has dq == NULL, which
      * is where the failure path stops freeing. */
     if (p->w) memset(p->w, 0, sizeof(tg_worker) * (size_t)nworkers);
-    p->inj_cap = 64;
-    p->inj_buf = malloc(sizeof(uint64_t) * (size_t)p->inj_cap);
-    if (!p->w || !p->inj_buf) goto fail;
+    if (!p->w || tg_injector_init(&p->inj, 64) != 0) goto fail;
     for (int i = 0; i < nworkers; i++) {
         tg_worker *w = &p->w[i];
         w->dq = tg_deque_new(64);
@@ -105,24 +99,15 @@ tg_pool *tg_pool_new(int nworkers) {
         w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
         for (int k = 0; k < TG_NSTATS; k++) atomic_init(&w->stats[k], 0);
     }
-    pthread_mutex_init(&p->inj_mu, NULL);
-    atomic_init(&p->inj_count, 0);
     atomic_init(&p->idle, 0);
     atomic_init(&p->joiners, 0);
     atomic_init(&p->shutdown, 0);
     atomic_init(&p->wake_rr, 0);
     p->idle_begin = p->idle_end = no_hook;
     return p;
-fail:
-    if (p->w)
-        for (int i = 0; i < nworkers && p->w[i].dq; i++) {
-            tg_deque_free(p->w[i].dq);
-            pthread_mutex_destroy(&p->w[i].mu);
-            pthread_cond_destroy(&p->w[i].cv);
-        }
-    free(p->w);
-    free(p->inj_buf);
-    free(p);
+fail: /* free what was made: the workers up to the first without a deque, the injector if made */
+    for (p->n = 0; p->w && p->n < nworkers && p->w[p->n].dq; p->n++) {}
+    tg_pool_free(p);
     return NULL;
 }
 
@@ -133,8 +118,7 @@ void tg_pool_free(tg_pool *p) {
         pthread_mutex_destroy(&p->w[i].mu);
         pthread_cond_destroy(&p->w[i].cv);
     }
-    pthread_mutex_destroy(&p->inj_mu);
-    free(p->inj_buf);
+    if (p->inj.buf) tg_injector_destroy(&p->inj);
     free(p->w);
     free(p);
 }
@@ -208,12 +192,11 @@ static void notify_new_work(tg_pool *p) {
 }
 
 void tg_pool_shutdown(tg_pool *p) {
-    /* Under inj_mu: an injection either comes before (and is drained) or sees the flag. seq_cst:
+    /* Closed first: an injection either came before (and is drained) or is refused. seq_cst:
      * pairs with the seq_cst fence in park() (the sleeper's re-check sees it), and the loads
      * of shutdown in the find loop. */
-    pthread_mutex_lock(&p->inj_mu);
+    tg_injector_close(&p->inj);
     atomic_store_explicit(&p->shutdown, 1, memory_order_seq_cst);
-    pthread_mutex_unlock(&p->inj_mu);
     for (int i = 0; i < p->n; i++) {
         tg_worker *w = &p->w[i];
         /* seq_cst: pairs with the sleeper's load of `sleeping` under mu. */
@@ -226,70 +209,45 @@ void tg_pool_shutdown(tg_pool *p) {
 
 /* ------------------------------------------------------------------------- queues */
 
-/* Appends n tasks to the injector ring (inj_mu held). 0, or -1 when out of memory. */
-static int inject_locked(tg_pool *p, tg_task *const *tasks, int64_t n) {
-    if (p->inj_len + n > p->inj_cap) {
-        int64_t cap = p->inj_cap;
-        while (cap < p->inj_len + n) cap *= 2;
-        uint64_t *nb = malloc(sizeof(uint64_t) * (size_t)cap);
-        if (!nb) return -1;
-        for (int64_t i = 0; i < p->inj_len; i++) nb[i] = p->inj_buf[(p->inj_head + i) % p->inj_cap];
-        free(p->inj_buf);
-        p->inj_buf = nb;
-        p->inj_head = 0;
-        p->inj_cap = cap;
-    }
-    for (int64_t i = 0; i < n; i++)
-        p->inj_buf[(p->inj_head + p->inj_len + i) % p->inj_cap] = (uint64_t)(uintptr_t)tasks[i];
-    p->inj_len += n;
-    /* seq_cst: the "push" of the sleep protocol for the injector; read by work_visible(). */
-    atomic_fetch_add_explicit(&p->inj_count, n, memory_order_seq_cst);
-    return 0;
-}
-
 tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n) {
     if (n <= 0) return TG_PUSH_QUEUED;
-    pthread_mutex_lock(&p->inj_mu);
-    /* Relaxed under inj_mu: tg_pool_shutdown stores the flag under the same lock. */
-    if (atomic_load_explicit(&p->shutdown, memory_order_relaxed)) {
-        pthread_mutex_unlock(&p->inj_mu);
-        return TG_PUSH_REFUSED;
-    }
-    int r = inject_locked(p, tasks, n);
-    pthread_mutex_unlock(&p->inj_mu);
-    if (r != 0) return TG_PUSH_NOMEM;
+    tg_inj_result r = tg_injector_push(&p->inj, tasks, n);
+    if (r == TG_INJ_CLOSED) return TG_PUSH_REFUSED;
+    if (r == TG_INJ_NOMEM) return TG_PUSH_NOMEM;
     notify_new_work(p);
     return TG_PUSH_QUEUED;
 }
 
-/* Takes up to a batch from the injector for worker w: the first into *out, the rest onto w's
- * own deque (where other workers may steal them). 1 if something was taken. */
+/* How many tasks worker w may take in a batch (1..most): what fits in its ring without growing
+ * (keep_rest cannot fail; nobody else holds those tasks). Only w pushes there: it only grows. */
+static int64_t room(tg_pool *p, int w, int64_t most) {
+    int64_t r = tg_deque_capacity(p->w[w].dq) - tg_deque_size(p->w[w].dq);
+    return r > most ? most : r < 1 ? 1 : r;
+}
+
+/* The rest of a batch (items[1..n), within room(): no growth, so no failure) onto w's own deque,
+ * where others may steal it; the sleepers are told as after any push (sleep.md, rule 1). */
+static void keep_rest(tg_pool *p, int w, const uint64_t *items, int64_t n) {
+    for (int64_t i = 1; i < n; i++)
+        if (tg_deque_push(p->w[w].dq, items[i]) != 0) abort();
+    if (n > 1) notify_new_work(p);
+}
+
+/* Takes up to a batch from the injector for worker w (a share of what is queued, at most
+ * INJECT_BATCH_MAX and what fits in w's ring without growing): the first into *out, the rest
+ * onto w's own deque (where other workers may steal them). 1 if something was taken. */
 static int take_injected(tg_pool *p, int w, uint64_t *out) {
-    /* Acquire: pairs with the increment in inject_locked(); a cheap check before the lock. */
-    if (atomic_load_explicit(&p->inj_count, memory_order_acquire) == 0) return 0;
-    int64_t took = 0;
-    pthread_mutex_lock(&p->inj_mu);
-    if (p->inj_len > 0) {
-        int64_t want = p->inj_len / p->n;
-        if (want < 1) want = 1;
-        if (want > INJECT_BATCH_MAX) want = INJECT_BATCH_MAX;
-        *out = p->inj_buf[p->inj_head];
-        took = 1;
-        while (took < want &&
-               tg_deque_push(p->w[w].dq, p->inj_buf[(p->inj_head + took) % p->inj_cap]) == 0)
-            took++;
-        p->inj_head = (p->inj_head + took) % p->inj_cap;
-        p->inj_len -= took;
-        atomic_fetch_sub_explicit(&p->inj_count, took, memory_order_relaxed); /* under inj_mu */
-    }
-    pthread_mutex_unlock(&p->inj_mu);
-    if (took > 1) notify_new_work(p); /* the rest of the batch can be stolen from us */
+    uint64_t items[INJECT_BATCH_MAX];
+    int64_t took = tg_injector_take(&p->inj, p->n, room(p, w, INJECT_BATCH_MAX), items);
+    if (took == 0) return 0;
+    keep_rest(p, w, items, took);
     for (int64_t i = 0; i < took; i++) stat_inc(&p->w[w], TG_STAT_INJECTED);
-    return took > 0;
+    *out = items[0];
+    return 1;
 }
 
 int64_t tg_pool_queued(tg_pool *p) {
-    int64_t n = atomic_load_explicit(&p->inj_count, memory_order_relaxed); /* estimate */
+    int64_t n = tg_injector_count(&p->inj); /* an estimate */
     for (int i = 0; i < p->n; i++) n += tg_deque_size(p->w[i].dq);
     return n;
 }
@@ -306,7 +264,7 @@ int tg_pool_wants_work(tg_pool *p, int w) {
 /* Is there work that worker w could take (another deque, or the injector)? */
 static int work_visible(tg_pool *p, int w) {
     /* Relaxed loads: ordered after the registration in `idle` by park()'s seq_cst fence. */
-    if (atomic_load_explicit(&p->inj_count, memory_order_relaxed) > 0) return 1;
+    if (tg_injector_count(&p->inj) > 0) return 1;
     for (int i = 0; i < p->n; i++)
         if (i != w && tg_deque_size(p->w[i].dq) > 0) return 1;
     return 0;
@@ -429,14 +387,7 @@ static inline int is_shutdown(tg_pool *p) {
 static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out) {
     tg_worker *me = &p->w[w];
     uint64_t items[STEAL_BATCH_MAX];
-    int64_t n = 0, max = 1;
-    if (batch) {
-        /* Only as many as fit in our ring without growing (a push that cannot fail). Our
-         * deque is ours alone to push onto, so this room can only grow meanwhile. */
-        max = tg_deque_capacity(me->dq) - tg_deque_size(me->dq);
-        if (max > STEAL_BATCH_MAX) max = STEAL_BATCH_MAX;
-        if (max < 1) max = 1;
-    }
+    int64_t n = 0, max = batch ? room(p, w, STEAL_BATCH_MAX) : 1;
     tg_status s = tg_deque_steal_batch(p->w[v].dq, max, items, &n);
     if (s != TG_OK) return s;
     for (int64_t i = 0; i < n; i++) {
@@ -454,12 +405,7 @@ static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out) 
          * another worker may run and finish it. */
         atomic_store_explicit(&t->thief, w + 1, memory_order_relaxed);
     }
-    for (int64_t i = 1; i < n; i++)
-        /* Out of memory cannot happen (room checked above), and could not be reported: the
-         * task is claimed and nobody else holds it. Fail loudly rather than lose it. */
-        if (tg_deque_push(me->dq, items[i]) != 0) abort();
-    /* The batch is new work on our deque: tell the sleepers like any push (sleep.md, rule 1). */
-    if (n > 1) notify_new_work(p);
+    keep_rest(p, w, items, n);
     *out = items[0];
     return TG_OK;
 }
@@ -642,16 +588,7 @@ int tg_pool_drain(tg_pool *p, tg_task **out) {
             return 1;
         }
     }
-    pthread_mutex_lock(&p->inj_mu);
-    int got = p->inj_len > 0;
-    if (got) {
-        item = p->inj_buf[p->inj_head];
-        p->inj_head = (p->inj_head + 1) % p->inj_cap;
-        p->inj_len--;
-        atomic_fetch_sub_explicit(&p->inj_count, 1, memory_order_relaxed); /* under inj_mu */
-    }
-    pthread_mutex_unlock(&p->inj_mu);
-    if (!got) return 0;
+    if (tg_injector_take(&p->inj, 1, 1, &item) == 0) return 0;
     hand_out(p, 0, item, 0, out);
     (*out)->skip = 1;
     return 1;

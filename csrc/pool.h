@@ -49,7 +49,11 @@ typedef enum {
  * detaches the thread from the interpreter there. Neither may touch the pool. */
 typedef void (*tg_idle_fn)(void *ctx);
 
-/* A pool for nworkers workers (1..4096). NULL when out of memory or nworkers is invalid. */
+/* The most workers a pool has (taskgraph.Scheduler's limit too: exported as MAX_WORKERS). */
+#define TG_MAX_WORKERS 4096
+
+/* A pool for nworkers workers (1..TG_MAX_WORKERS). NULL when out of memory or nworkers is
+ * invalid. */
 tg_pool *tg_pool_new(int nworkers);
 /* Frees the pool. Every worker must have returned from tg_pool_find for good. */
 void tg_pool_free(tg_pool *p);
@@ -80,7 +84,8 @@ tg_push tg_pool_spawn(tg_pool *p, int w, tg_task *t, tg_run *run);
  * pushes it onto worker w's own deque (only from worker w's thread). */
 tg_push tg_pool_release(tg_pool *p, int w, tg_task *t);
 /* The same from a thread that is not one of p's workers: a ready task goes to the injector.
- * May answer TG_PUSH_REFUSED. */
+ * May answer TG_PUSH_REFUSED. Test-facing: the C tests (csrc/tests) queue single tasks with
+ * it; the Python face releases through tg_pool_release and tg_pool_inject_ready. */
 tg_push tg_pool_release_external(tg_pool *p, tg_task *t);
 /* Puts n ready tasks (state READY) on the injector in one step: TG_PUSH_QUEUED for all, or
  * TG_PUSH_REFUSED / TG_PUSH_NOMEM for none. */

@@ -62,7 +62,7 @@ def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=
         return None
     if after_fork:
         refuse_nodes_of_runs_before_fork(pending)
-    run = core.Run(sched._engine)
+    run = sched._engine.new_run()
     bar = None
     if progress:
         from taskgraph._progress import ProgressBar  # imports tqdm if installed: only when asked

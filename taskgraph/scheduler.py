@@ -100,8 +100,8 @@ class Scheduler:
             raise TypeError(f"workers must be an int >= 1, got {workers!r}")
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if workers > 4096:
-            raise ValueError(f"workers must be <= 4096, got {workers}")
+        if workers > core.MAX_WORKERS:
+            raise ValueError(f"workers must be <= {core.MAX_WORKERS}, got {workers}")
         if isinstance(max_help_depth, bool) or not isinstance(max_help_depth, int) or max_help_depth < 0:
             raise ValueError(f"max_help_depth must be an int >= 0, got {max_help_depth!r}")
         self.workers = workers

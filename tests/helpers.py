@@ -1,5 +1,13 @@
 """Tasks shared by several test modules."""
+import pytest
+
 import taskgraph as tg
+from taskgraph._native import core
+
+# Tests that arm injected faults (core._arm_fault) need a test build of the extension.
+needs_faults = pytest.mark.skipif(
+    not core.FAULTS, reason="taskgraph._core was built without fault injection (the fault sites are "
+    "compiled in only with TASKGRAPH_TEST_BUILD=1, as `make setup` and tools/asan.sh build it)")
 
 
 def fib_serial(n):

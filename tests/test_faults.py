@@ -7,10 +7,11 @@ import time
 import pytest
 
 import taskgraph as tg
-from helpers import fib
+from helpers import fib, needs_faults
 from taskgraph._native import core
 
 pytestmark = [
+    needs_faults,
     pytest.mark.timeout(120),
     pytest.mark.thread_unsafe(reason="injected faults are process-wide: they would hit other threads' tests"),
 ]

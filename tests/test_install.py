@@ -177,6 +177,7 @@ print(json.dumps({
     "fib": forkjoin,
     "lazy": list(lazy),
     "cffi_loaded": "_cffi_backend" in sys.modules,
+    "faults": importlib.import_module("taskgraph._native").core.FAULTS,
     "gil_warnings": [str(w.message) for w in caught if issubclass(w.category, tg.GILWarning)],
     "file": tg.__file__,
     "prefix": sys.prefix,
@@ -229,6 +230,8 @@ def test_pip_install_into_a_fresh_venv_and_run(interp, kind, dists, tmp_path):
     else:
         if len(got["gil_warnings"]) != 1:
             problems.append(f"expected one GILWarning on the GIL build, got {got['gil_warnings']}")
+    if got["faults"]:
+        problems.append("the installed extension has the tests' fault sites (a TASKGRAPH_TEST_BUILD build)")
     if got["cffi_loaded"]:
         problems.append("'_cffi_backend' is in sys.modules: cffi is loaded at run time")
     assert not problems, f"{interp} venv, installed from the {kind}:\n- " + "\n- ".join(problems)

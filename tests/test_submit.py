@@ -10,7 +10,7 @@ import pytest
 import taskgraph as tg
 
 pytestmark = pytest.mark.timeout(120)
-from helpers import scaled
+from helpers import needs_faults, scaled
 from taskgraph._native import core
 
 # ---------------------------------------------------------------------- random DAGs
@@ -76,6 +76,7 @@ def test_long_chain_is_submitted_iteratively():
 
 
 @pytest.mark.thread_unsafe(reason="injected faults are process-wide")
+@needs_faults
 def test_interrupted_submission_leaves_nothing_waiting():
     """A failure in the middle of submitting a big graph (out of memory at the 300th claim,
     injected): what was claimed drains as cancelled, nothing waits forever."""
@@ -146,6 +147,7 @@ def test_concurrent_computes_of_overlapping_graphs_run_each_node_once():
 
 
 @pytest.mark.thread_unsafe(reason="injected faults are process-wide")
+@needs_faults
 def test_a_failed_edge_allocation_leaves_nothing_waiting():
     @tg.task
     def inc(x):

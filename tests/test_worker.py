@@ -12,7 +12,7 @@ import taskgraph as tg
 from helpers import run_script
 
 pytestmark = pytest.mark.timeout(120)
-from helpers import fib, fib_serial, qsort, scaled
+from helpers import fib, fib_serial, needs_faults, qsort, scaled
 from taskgraph._native import core
 
 # ---------------------------------------------------------------------- fork-join
@@ -315,6 +315,7 @@ def test_an_error_at_any_depth_of_a_chain_of_joins_propagates(workers):
         assert s.compute(chain(100)) == 100
 
 
+@needs_faults
 @pytest.mark.thread_unsafe(reason="injected faults are process-wide")
 @pytest.mark.parametrize("site", ["FAULT_SPAWN", "FAULT_NODE_ALLOC"])
 @pytest.mark.parametrize("workers", [1, 2])
@@ -333,6 +334,7 @@ def test_an_internal_failure_at_any_depth_of_a_join_never_hangs(site, workers):
             assert s.compute(chain(30)) == 30
 
 
+@needs_faults
 @pytest.mark.thread_unsafe(reason="injected faults are process-wide")
 def test_spawn_out_of_memory_fails_that_node_only():
     @tg.task

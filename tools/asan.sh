@@ -23,7 +23,7 @@ cd "$ROOT"
 mkdir -p "$OUT/taskgraph"
 # The package: the sources, linked, next to the instrumented extension.
 for f in taskgraph/*.py; do ln -sf "$ROOT/$f" "$OUT/$f"; done
-TASKGRAPH_CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+TASKGRAPH_TEST_BUILD=1 TASKGRAPH_CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
   "$PY" setup.py -q build_ext --build-lib "$OUT" --build-temp "$OUT/tmp" >"$OUT/build.log" 2>&1 \
   || { cat "$OUT/build.log"; exit 1; }
 if "$PY" -c 'import sysconfig, sys; sys.exit(0 if sysconfig.get_config_var("Py_GIL_DISABLED") else 1)'; then
@@ -34,7 +34,7 @@ fi
 export PYTHONPATH="$OUT" PYTHONMALLOC=$MALLOC LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
 export ASAN_OPTIONS="detect_leaks=0 halt_on_error=1 abort_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
-export TASKGRAPH_SANITIZED=1  # tests scale their sizes down (like TG_SANITIZED for the C tests)
+export TASKGRAPH_SANITIZED=1  # tests scale their sizes down (as the C tests do under make sanitize)
 cd "$OUT"  # not the source tree: its taskgraph/ would come first on sys.path
 "$PY" -W ignore -c "import taskgraph, sys; assert '$OUT' in taskgraph._core.__file__, taskgraph._core.__file__"
 echo "== Python tests against the AddressSanitizer build of taskgraph._core ($("$PY" -V), PYTHONMALLOC=$MALLOC)"

@@ -32,11 +32,22 @@ build_cpython_313t() {
     uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
     [ -n "$uri" ] || uri=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
     [ -n "$uri" ] || die "cannot find an apt mirror in this machine's apt sources"
-    echo "deb-src $uri trixie main" > "$d/sources.list"
+    # The suite that has python3.13's source: this machine's own release (VERSION_CODENAME in
+    # /etc/os-release) if it has it, else the current stable or testing release (by their
+    # aliases, so no release name is written here).
+    local suite codename got=""
+    codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
     o="-o Dir::Etc::sourcelist=$d/sources.list -o Dir::Etc::sourceparts=- -o Dir::State::Lists=$d/lists -o Dir::Cache=$d/cache"
-    apt-get $o update >"$CACHE/apt.log" 2>&1 || die "apt-get update failed (see $CACHE/apt.log)"
-    (cd "$src" && apt-get $o source --download-only --tar-only python3.13 >>"$CACHE/apt.log" 2>&1) \
-      || die "could not download python3.13's source (see $CACHE/apt.log)"
+    : >"$CACHE/apt.log"
+    for suite in $codename stable testing; do
+      echo "deb-src $uri $suite main" > "$d/sources.list"
+      apt-get $o update >>"$CACHE/apt.log" 2>&1 || continue
+      apt-cache $o showsrc python3.13 2>/dev/null | grep -q '^Package: python3.13$' || continue
+      (cd "$src" && apt-get $o source --download-only --tar-only python3.13 >>"$CACHE/apt.log" 2>&1) \
+        && { got=$suite; break; }
+    done
+    [ -n "$got" ] || die "could not download python3.13's source from suites '$codename stable testing' (see $CACHE/apt.log)"
+    say "fetched python3.13's source from suite $got"
     rm -rf "$d"
   fi
   local tarball; tarball=$(ls "$src"/python3.13_*.orig.tar.xz | head -1)
@@ -101,14 +112,15 @@ install_into() {  # $1 = venv, $2 = cffi requirement, $3 = extras
   # test extra asks for is installed first, because on 3.13t cffi 1.17.1 must be built from
   # source and cffi 2 refuses that interpreter.
   $pip install "$2" "setuptools>=77" wheel >"$v/install.log" 2>&1 || die "pip could not install $2 into $v"
-  # --no-build-isolation: no download of build tools.
-  $pip install --no-build-isolation -e "$ROOT[$3]" >"$v/install.log" 2>&1 || { cat "$v/install.log" >&2; die "installing taskgraph into $v failed"; }
+  # --no-build-isolation: no download of build tools. TASKGRAPH_TEST_BUILD=1: the in-place
+  # extension the tests use has the fault sites they arm (setup.py; wheels never have them).
+  TASKGRAPH_TEST_BUILD=1 $pip install --no-build-isolation -e "$ROOT[$3]" >"$v/install.log" 2>&1 || { cat "$v/install.log" >&2; die "installing taskgraph into $v failed"; }
 }
 
 make_venv() {  # $1 = venv, $2 = interpreter, $3 = free-threaded? (1/0), $4 = extras
   local v=$1 py=$2 ft=$3 real want stamp
   real=$("$py" -X gil=0 -c 'import sys, os; print(os.path.realpath(sys.executable))' 2>/dev/null || "$py" -c 'import sys, os; print(os.path.realpath(sys.executable))')
-  want="$real $(stamp_of) $4 plain-interpreter"
+  want="$real $(stamp_of) $4 plain-interpreter test-build"
   if [ -f "$v/.taskgraph-stamp" ] && [ "$(cat "$v/.taskgraph-stamp")" = "$want" ]; then return 0; fi
   say "preparing $(basename "$v") from $real"
   [ -f "$v/.taskgraph-interp" ] && [ "$(cat "$v/.taskgraph-interp")" != "$real" ] && rm -rf "$v"

@@ -11,7 +11,7 @@
  * metaclass's __getattr__ or a property, and so drop items from the list) and visited only
  * after leaving it. Dicts and sets are read through a snapshot. Nothing borrowed is held
  * across a call that can run Python code. */
-#include "tgpy.h"
+#include "args.h"
 
 #define MAX_DEPTH 1000 /* deeper means a container that contains itself, or close to it */
 
@@ -551,12 +551,8 @@ static PyObject *ref_for(const target *t, PyObject *x) {
     if (PyDict_GetItemRef(t->arg, x, &idx) < 0) return NULL;
     if (!idx) {
         if (tg_task_state(&((NodeObject *)x)->t) == TG_DONE) return Py_NewRef(((NodeObject *)x)->value);
-        PyObject *key = tg_node_key((NodeObject *)x);
-        if (key) {
-            PyErr_Format(PyExc_KeyError, "node %U is not part of the graph being exported "
-                         "(and has not finished with a result)", key);
-            Py_DECREF(key);
-        }
+        tg_err_node(PyExc_KeyError, (NodeObject *)x, "node %U is not part of the graph being "
+                    "exported (and has not finished with a result)");
         return NULL;
     }
     PyObject *r = PyObject_CallOneArg((PyObject *)&TG_RefType, idx);

@@ -2,83 +2,50 @@
  * (tg_pool_new) when it is made and frees it in its dealloc, so the pool lives as long as
  * anything can reach the engine (the Scheduler, each worker thread, each Run): a stats() or a
  * compute() racing with close() never touches freed memory; it sees a shut-down pool instead.
- * The engine also owns the per-worker state, the list of active runs, and the closing and
- * draining. No address crosses into Python. */
-#include "tgpy.h"
+ * The engine also owns the per-worker runners, its run registry (run.c), its workers' tracing
+ * state (an observer, recorder.c), and the closing and draining. No address crosses into
+ * Python. */
+#include "engine.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
-int tg_engine_add_run(EngineObject *e, RunObject *run) {
-    pthread_mutex_lock(&e->mu);
-    int closed = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
-    PyObject *broken = Py_XNewRef(e->broken);
-    if (!closed && !broken && !run->registered) {
-        run->prev = NULL;
-        run->next = e->runs;
-        if (e->runs) e->runs->prev = run;
-        e->runs = (RunObject *)Py_NewRef((PyObject *)run);
-        run->registered = 1;
-    }
-    pthread_mutex_unlock(&e->mu);
-    if (broken) {
-        PyErr_Format(TG.BrokenSchedulerError, "%U is broken: %U", e->label, broken);
-        Py_DECREF(broken);
-        return -1;
-    }
-    if (closed) {
-        PyErr_Format(TG.SchedulerClosedError, "%U is closed", e->label);
-        return -1;
-    }
-    return 0;
+/* The live engines, for the after-fork hook (tg_engines_after_fork_child). */
+static pthread_mutex_t engines_mu = PTHREAD_MUTEX_INITIALIZER;
+static EngineObject *live_engines; /* engines_mu */
+
+static void add_live(EngineObject *e) {
+    tg_lock_detached(&engines_mu);
+    e->live_prev = NULL;
+    e->live_next = live_engines;
+    if (live_engines) live_engines->live_prev = e;
+    live_engines = e;
+    e->live = 1;
+    pthread_mutex_unlock(&engines_mu);
 }
 
-/* The active runs, as new references (count in *n), or NULL (*n = -1: out of memory). */
-static RunObject **active_runs(EngineObject *e, int *n) {
-    pthread_mutex_lock(&e->mu);
-    int k = 0;
-    for (RunObject *r = e->runs; r; r = r->next) k++;
-    RunObject **runs = malloc(sizeof(RunObject *) * (size_t)(k ? k : 1));
-    int i = 0;
-    for (RunObject *r = e->runs; runs && r; r = r->next) runs[i++] = (RunObject *)Py_NewRef((PyObject *)r);
-    pthread_mutex_unlock(&e->mu);
-    *n = runs ? k : -1;
-    return runs;
+static void remove_live(EngineObject *e) {
+    tg_lock_detached(&engines_mu);
+    if (e->live) {
+        if (e->live_prev) e->live_prev->live_next = e->live_next;
+        else live_engines = e->live_next;
+        if (e->live_next) e->live_next->live_prev = e->live_prev;
+        e->live = 0;
+    }
+    pthread_mutex_unlock(&engines_mu);
 }
 
-void tg_engine_break(EngineObject *e, PyObject *reason) {
-    PyObject *exc = PyErr_GetRaisedException(); /* kept for the caller */
-    pthread_mutex_lock(&e->mu);
-    int first = e->broken == NULL;
-    if (first) e->broken = Py_NewRef(reason);
-    pthread_mutex_unlock(&e->mu);
-    if (first) {
-        PyObject *err = PyObject_CallOneArg(TG.BrokenSchedulerError, reason);
-        int n;
-        RunObject **runs = active_runs(e, &n);
-        for (int i = 0; i < n; i++) {
-            tg_run_cancel_with(runs[i], reason, err);
-            Py_DECREF(runs[i]);
-        }
-        free(runs);
-        Py_XDECREF(err);
-        PyErr_Clear(); /* never raises: the runs are cancelled even without the error object */
+void tg_engines_after_fork_child(void) {
+    /* The only thread of the child: one of the parent's may have held engines_mu. Every engine
+     * alive now was made before the fork. */
+    pthread_mutex_init(&engines_mu, NULL);
+    for (EngineObject *e = live_engines, *next; e; e = next) {
+        next = e->live_next;
+        e->live_prev = e->live_next = NULL;
+        e->live = 0;
+        tg_engine_mark_forked(e);
     }
-    PyErr_SetRaisedException(exc);
-}
-
-void tg_engine_forget_run(EngineObject *e, RunObject *run) {
-    pthread_mutex_lock(&e->mu);
-    int was = run->registered;
-    if (was) {
-        if (run->prev) run->prev->next = run->next;
-        else e->runs = run->next;
-        if (run->next) run->next->prev = run->prev;
-        run->prev = run->next = NULL;
-        run->registered = 0;
-    }
-    pthread_mutex_unlock(&e->mu);
-    if (was) Py_DECREF(run); /* the list's reference, released outside the lock */
+    live_engines = NULL;
 }
 
 static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -88,9 +55,9 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "iiiU:Engine", names, &nworkers, &number, &depth,
                                      &label))
         return NULL;
-    if (nworkers < 1 || nworkers > 4096 || depth < 0) {
-        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..4096 and max_help_depth >= 0, "
-                     "got workers=%d, max_help_depth=%d", nworkers, depth);
+    if (nworkers < 1 || nworkers > TG_MAX_WORKERS || depth < 0) {
+        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..%d and max_help_depth >= 0, "
+                     "got workers=%d, max_help_depth=%d", TG_MAX_WORKERS, nworkers, depth);
         return NULL;
     }
     EngineObject *e = (EngineObject *)type->tp_alloc(type, 0);
@@ -102,32 +69,38 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_MemoryError, "taskgraph: could not create a pool of %d workers",
                             nworkers);
     }
-    size_t bytes = (sizeof(Worker) * (size_t)nworkers + 63) / 64 * 64;
+    size_t bytes = (sizeof(Runner) * (size_t)nworkers + 63) / 64 * 64;
     e->workers = aligned_alloc(64, bytes);
     if (!e->workers) {
         Py_DECREF(e);
         return PyErr_NoMemory();
     }
     memset(e->workers, 0, bytes);
-    for (int i = 0; i < nworkers; i++) {
-        e->workers[i].engine = e;
-        e->workers[i].index = i;
-        atomic_init(&e->workers[i].rec, NULL);
-        atomic_init(&e->workers[i].rec_busy, 0);
-    }
     e->nworkers = nworkers;
     e->number = number;
     e->max_help_depth = depth;
     e->nthreads = nworkers;
     e->label = Py_NewRef(label);
-    pthread_mutex_init(&e->mu, NULL);
-    atomic_init(&e->closed, 0);
+    e->reg.label = e->label;
+    pthread_mutex_init(&e->reg.mu, NULL);
+    atomic_init(&e->reg.closed, 0);
     atomic_init(&e->forked, 0);
-    tg_pool_set_idle_hooks(e->pool, tg_idle_begin, tg_idle_end);
-    if (tg_trace_attach_engine(e) < 0) {
+    e->obs = tg_observer_new(number, nworkers); /* given recorders if a trace is open */
+    if (!e->obs) {
         Py_DECREF(e);
         return NULL;
     }
+    for (int i = 0; i < nworkers; i++) {
+        Runner *W = &e->workers[i];
+        W->engine = (PyObject *)e;
+        W->pool = e->pool;
+        W->runs = &e->reg;
+        W->watch = tg_observer_watch(e->obs, i);
+        W->index = i;
+        W->max_help_depth = depth;
+    }
+    tg_pool_set_idle_hooks(e->pool, tg_idle_begin, tg_idle_end);
+    add_live(e);
     return (PyObject *)e;
 }
 
@@ -139,16 +112,17 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 static void engine_dealloc(EngineObject *e) {
     /* Relaxed: set once in the child by tg_engine_mark_forked, before any other thread ran. */
     int forked = atomic_load_explicit(&e->forked, memory_order_relaxed);
-    if (!forked) tg_trace_engine_gone(e);
+    if (!forked) remove_live(e);
+    tg_observer_free(e->obs, forked);
+    e->obs = NULL;
     if (e->workers) {
-        for (int i = 0; i < e->nworkers; i++) PyMem_RawFree(e->workers[i].frames);
         free(e->workers);
-        if (!forked) pthread_mutex_destroy(&e->mu);
+        if (!forked) pthread_mutex_destroy(&e->reg.mu);
     }
     if (e->pool && !forked) tg_pool_free(e->pool);
     e->pool = NULL;
     Py_CLEAR(e->label);
-    Py_CLEAR(e->broken);
+    Py_CLEAR(e->reg.broken);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -164,7 +138,7 @@ static PyObject *engine_work(EngineObject *e, PyObject *arg) {
         PyErr_SetString(PyExc_RuntimeError, "this thread is already a taskgraph worker");
         return NULL;
     }
-    Worker *W = &e->workers[i];
+    Runner *W = &e->workers[i];
     TG_TLS.worker = W;
     tg_wait_until(W, NULL);
     TG_TLS.worker = NULL;
@@ -181,7 +155,7 @@ static PyObject *engine_submit(EngineObject *e, PyObject *args) {
     RunObject *run;
     PyObject *nodes;
     if (!PyArg_ParseTuple(args, "O!O!:submit", &TG_RunType, &run, &PyList_Type, &nodes)) return NULL;
-    if (run->engine != e) {
+    if (run->engine != &e->reg) {
         PyErr_SetString(PyExc_ValueError, "submit: the run belongs to another engine");
         return NULL;
     }
@@ -194,7 +168,7 @@ static PyObject *engine_submit(EngineObject *e, PyObject *args) {
             return NULL;
         }
     Py_ssize_t n = PyList_GET_SIZE(snap);
-    Py_ssize_t claimed = tg_submit(e, run, n ? &PyList_GET_ITEM(snap, 0) : NULL, n, NULL);
+    Py_ssize_t claimed = tg_submit(run, n ? &PyList_GET_ITEM(snap, 0) : NULL, n, NULL);
     Py_DECREF(snap);
     return claimed < 0 ? NULL : PyLong_FromSsize_t(claimed);
 }
@@ -220,14 +194,14 @@ static int is_forked(EngineObject *e) {
 static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
     (void)unused;
     if (is_forked(e)) return forked_error(e); /* half-written queues of threads that are gone */
-    pthread_mutex_lock(&e->mu);
+    pthread_mutex_lock(&e->reg.mu);
     int first = !e->drained;
     e->drained = 1;
-    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&e->reg.mu);
     if (!first) Py_RETURN_NONE;
     tg_task *t;
     while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
-    tg_trace_engine_gone(e);
+    tg_observer_detach(e->obs); /* its workers are gone: trace_start/stop skip them */
     Py_RETURN_NONE;
 }
 
@@ -250,10 +224,10 @@ static PyObject *engine_dropped(EngineObject *e, PyObject *ref) {
     Py_BEGIN_ALLOW_THREADS /* takes the pool's locks: never block a collection meanwhile */
     tg_pool_shutdown(e->pool);
     Py_END_ALLOW_THREADS
-    pthread_mutex_lock(&e->mu);
+    pthread_mutex_lock(&e->reg.mu);
     e->orphaned = 1;
     int gone = e->exited >= e->nthreads;
-    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&e->reg.mu);
     if (gone) return engine_drain(e, NULL);
     Py_RETURN_NONE;
 }
@@ -262,10 +236,10 @@ static PyObject *engine_dropped(EngineObject *e, PyObject *ref) {
  * the queues if the Scheduler was dropped. */
 static PyObject *engine_worker_exited(EngineObject *e, PyObject *unused) {
     (void)unused;
-    pthread_mutex_lock(&e->mu);
+    pthread_mutex_lock(&e->reg.mu);
     e->exited++;
     int last = e->orphaned && e->exited >= e->nthreads;
-    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&e->reg.mu);
     if (last) return engine_drain(e, NULL);
     Py_RETURN_NONE;
 }
@@ -279,9 +253,9 @@ static PyObject *engine_set_threads(EngineObject *e, PyObject *arg) {
                      e->nworkers);
         return NULL;
     }
-    pthread_mutex_lock(&e->mu);
+    pthread_mutex_lock(&e->reg.mu);
     e->nthreads = k;
-    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&e->reg.mu);
     Py_RETURN_NONE;
 }
 
@@ -293,13 +267,13 @@ static PyObject *engine_begin_close(EngineObject *e, PyObject *reason) {
         return NULL;
     }
     if (is_forked(e)) Py_RETURN_FALSE; /* closed already (tg_engine_mark_forked); never locked */
-    pthread_mutex_lock(&e->mu);
-    int was = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
+    pthread_mutex_lock(&e->reg.mu);
+    int was = atomic_load_explicit(&e->reg.closed, memory_order_relaxed); /* under mu */
     /* Release: pairs with the acquire in cancel_error (worker.c). */
-    atomic_store_explicit(&e->closed, 1, memory_order_release);
-    pthread_mutex_unlock(&e->mu);
+    atomic_store_explicit(&e->reg.closed, 1, memory_order_release);
+    pthread_mutex_unlock(&e->reg.mu);
     int k;
-    RunObject **runs = active_runs(e, &k);
+    RunObject **runs = tg_runs_active(&e->reg, &k);
     if (!runs) return PyErr_NoMemory();
     for (int i = 0; i < k; i++) {
         tg_run_cancel_with(runs[i], reason, NULL);
@@ -391,7 +365,7 @@ static PyObject *engine_get_forked(EngineObject *e, void *c) {
 int tg_engine_check_owner(NodeObject *n) {
     if (!tg_runs_after_fork()) return 0; /* no fork() in this process's past: nothing to check */
     /* Relaxed owner: written once by the claim, before the node could be waited for
-     * (tgpy.h). The owner is alive while the node is unfinished: its run is live, so the
+     * (noderec.h). The owner is alive while the node is unfinished: its run is live, so the
      * engine's list of active runs holds the run, which holds the engine; under the runs'
      * lock a node seen unfinished keeps its run from being freed (run.c), so the engine is
      * not freed while we look at it either. */
@@ -400,22 +374,17 @@ int tg_engine_check_owner(NodeObject *n) {
     int stale = e && tg_task_state(&n->t) < TG_DONE && is_forked(e);
     tg_runs_unlock();
     if (!stale) return 0;
-    PyObject *key = tg_node_key(n);
-    if (key) {
-        PyErr_Format(TG.SchedulerClosedError,
-                     "node %U belongs to a compute of %U, made before fork(): it cannot run or "
-                     "finish in this child process (pid %ld); build the graph again here",
-                     key, e->label, (long)getpid());
-        Py_DECREF(key);
-    }
-    return -1;
+    return tg_err_node(TG.SchedulerClosedError, n,
+                       "node %U belongs to a compute of %U, made before fork(): it cannot run or "
+                       "finish in this child process (pid %ld); build the graph again here",
+                       e->label, (long)getpid());
 }
 
 void tg_engine_mark_forked(EngineObject *e) {
     /* Relaxed: the child has one thread until the after-fork hooks return. */
     atomic_store_explicit(&e->forked, 1, memory_order_relaxed);
     /* Release: pairs with the acquire loads of closed (the `closed` property, cancel_error). */
-    atomic_store_explicit(&e->closed, 1, memory_order_release);
+    atomic_store_explicit(&e->reg.closed, 1, memory_order_release);
 }
 
 /* _mark_forked(): in a child process after fork(), from taskgraph.scheduler's hook. */
@@ -427,36 +396,33 @@ static PyObject *engine_mark_forked(EngineObject *e, PyObject *unused) {
 
 static PyObject *engine_get_closed(EngineObject *e, void *c) {
     (void)c;
-    return PyBool_FromLong(atomic_load_explicit(&e->closed, memory_order_acquire)); /* see close */
+    return PyBool_FromLong(atomic_load_explicit(&e->reg.closed, memory_order_acquire)); /* see close */
 }
 
-/* break_(reason): marks the engine broken (tg_engine_break). */
+/* break_(reason): marks the engine broken (tg_runs_break). */
 static PyObject *engine_break(EngineObject *e, PyObject *reason) {
     if (!PyUnicode_Check(reason)) {
         PyErr_SetString(PyExc_TypeError, "break_(reason) needs a str");
         return NULL;
     }
-    tg_engine_break(e, reason);
+    tg_runs_break(&e->reg, reason);
     Py_RETURN_NONE;
 }
 
 static PyObject *engine_get_broken(EngineObject *e, void *c) {
     (void)c;
     if (is_forked(e)) /* its lock may be held by a thread that is gone; nothing writes it now */
-        return Py_NewRef(e->broken ? e->broken : Py_None);
-    pthread_mutex_lock(&e->mu);
-    PyObject *b = Py_XNewRef(e->broken);
-    pthread_mutex_unlock(&e->mu);
+        return Py_NewRef(e->reg.broken ? e->reg.broken : Py_None);
+    pthread_mutex_lock(&e->reg.mu);
+    PyObject *b = Py_XNewRef(e->reg.broken);
+    pthread_mutex_unlock(&e->reg.mu);
     return b ? b : Py_NewRef(Py_None);
 }
 
-static PyObject *engine_get_active(EngineObject *e, void *c) {
-    (void)c;
-    pthread_mutex_lock(&e->mu);
-    long n = 0;
-    for (RunObject *r = e->runs; r; r = r->next) n++;
-    pthread_mutex_unlock(&e->mu);
-    return PyLong_FromLong(n);
+/* new_run(): a new Run (one compute()) on this engine. */
+static PyObject *engine_new_run(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    return (PyObject *)tg_run_new((PyObject *)e, e->pool, &e->reg);
 }
 
 /* wants_work(): inside one of this engine's tasks, whether some worker is idle while this
@@ -464,14 +430,16 @@ static PyObject *engine_get_active(EngineObject *e, void *c) {
  * elsewhere. */
 static PyObject *engine_wants_work(EngineObject *e, PyObject *unused) {
     (void)unused;
-    Worker *W = TG_TLS.worker;
-    return PyBool_FromLong(W && W->engine == e && tg_pool_wants_work(e->pool, W->index));
+    Runner *W = TG_TLS.worker;
+    return PyBool_FromLong(W && W->engine == (PyObject *)e && tg_pool_wants_work(e->pool, W->index));
 }
 
 static PyMethodDef engine_methods[] = {
     {"wants_work", (PyCFunction)engine_wants_work, METH_NOARGS,
      "wants_work() -> inside one of its tasks: whether a worker is idle while this worker's "
      "own deque is empty (tg.map splits then); else False."},
+    {"new_run", (PyCFunction)engine_new_run, METH_NOARGS,
+     "new_run() -> a new Run: one compute() on this engine."},
     {"work", (PyCFunction)engine_work, METH_O, "work(i): worker thread i's life."},
     {"submit", (PyCFunction)engine_submit, METH_VARARGS,
      "submit(run, nodes) -> number of nodes claimed: the lazy graph under nodes joins run."},
@@ -510,7 +478,6 @@ static PyMethodDef engine_methods[] = {
 static PyGetSetDef engine_getset[] = {
     {"closed", (getter)engine_get_closed, NULL, "Whether close began.", NULL},
     {"broken", (getter)engine_get_broken, NULL, "Why it is broken (str), or None.", NULL},
-    {"active_runs", (getter)engine_get_active, NULL, "Runs not ended yet.", NULL},
     {"is_shutdown", (getter)engine_get_is_shutdown, NULL, "Whether shutdown() was called.", NULL},
     {"forked", (getter)engine_get_forked, NULL,
      "True in a child process for an engine made before fork() (closed there).", NULL},

@@ -1,73 +1,9 @@
-/* taskgraph._core: module definition, constants, configuration, per-thread state, faults. */
-#include "tgpy.h"
-#include "rules.h"
+/* taskgraph._core: the top layer: the module's functions, their method table, the types' and
+ * constants' registration. */
+#include "task.h" /* the layer below the module; with it every header of csrc/py/ */
+#include "rules.h" /* the one task runner's functions for other backends */
 
 #include <sched.h>
-
-tg_globals TG;
-_Thread_local tg_tls TG_TLS;
-_Atomic int tg_faults_armed;
-static _Atomic int64_t fault_countdown[TG_FAULT_NSITES];
-static _Atomic uint64_t thread_numbers; /* threads that named a node so far */
-
-uint64_t tg_next_node_id(void) {
-    tg_tls *tls = &TG_TLS;
-    if (!tls->thread_no)
-        /* Relaxed: a unique number is all that is needed. */
-        tls->thread_no = atomic_fetch_add_explicit(&thread_numbers, 1, memory_order_relaxed) + 1;
-    return ((tls->thread_no - 1) << 40) | ++tls->seq;
-}
-
-/* How much of a thread's C stack is kept in reserve below the deepest nested join: a
- * quarter of it, at least 64 KiB and at most 1 MiB (one more level of a task calling a task
- * takes a few KiB; the reserve also covers the error's own unwinding). */
-#define STACK_RESERVE_MIN (64 * 1024)
-#define STACK_RESERVE_MAX (1024 * 1024)
-
-int tg_c_stack_low(void) {
-    tg_tls *tls = &TG_TLS;
-    if (!tls->stack_known) {
-        pthread_attr_t a;
-        void *base = NULL;
-        size_t size = 0;
-        tls->stack_known = -1;
-        if (pthread_getattr_np(pthread_self(), &a) == 0) {
-            if (pthread_attr_getstack(&a, &base, &size) == 0 && base && size) {
-                size_t reserve = size / 4;
-                if (reserve < STACK_RESERVE_MIN) reserve = STACK_RESERVE_MIN;
-                if (reserve > STACK_RESERVE_MAX) reserve = STACK_RESERVE_MAX;
-                if (reserve < size) {
-                    tls->stack_low = (char *)base + reserve; /* stacks grow down */
-                    tls->stack_known = 1;
-                }
-            }
-            pthread_attr_destroy(&a);
-        }
-    }
-    /* The frame address, not a local's: under AddressSanitizer locals may live on a fake
-     * stack on the heap. */
-    return tls->stack_known == 1 && (char *)__builtin_frame_address(0) < tls->stack_low;
-}
-
-PyObject *tg_memory_error(void) { return Py_NewRef(TG.memory_error); }
-
-int tg_fault_hit(tg_fault_site site) {
-    /* Relaxed: a countdown armed by a test; the thread that takes it to 0 fails once. */
-    int64_t left = atomic_load_explicit(&fault_countdown[site], memory_order_relaxed);
-    while (left > 0) {
-        if (atomic_compare_exchange_weak_explicit(&fault_countdown[site], &left, left - 1,
-                                                  memory_order_relaxed, memory_order_relaxed))
-            return left == 1;
-    }
-    return 0;
-}
-
-void tg_lock_detached(pthread_mutex_t *mu) {
-    if (pthread_mutex_trylock(mu) == 0) return;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(mu);
-    Py_END_ALLOW_THREADS
-}
 
 /* ---------------------------------------------------------------- functions */
 
@@ -147,7 +83,7 @@ static PyObject *in_serial(PyObject *mod, PyObject *unused) {
 /* The engine whose task runs on this thread, or None. */
 static PyObject *current_engine(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
-    Worker *W = TG_TLS.worker;
+    Runner *W = TG_TLS.worker;
     if (!W || !W->current) Py_RETURN_NONE;
     return Py_NewRef((PyObject *)W->engine);
 }
@@ -155,7 +91,7 @@ static PyObject *current_engine(PyObject *mod, PyObject *unused) {
 /* The node whose task runs on this thread, or None. */
 static PyObject *current_node(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
-    Worker *W = TG_TLS.worker;
+    Runner *W = TG_TLS.worker;
     if (!W || !W->current) Py_RETURN_NONE;
     return Py_NewRef((PyObject *)W->current);
 }
@@ -163,7 +99,7 @@ static PyObject *current_node(PyObject *mod, PyObject *unused) {
 /* cancelled(): whether the task running on this thread should stop early. */
 static PyObject *cancelled(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
-    Worker *W = TG_TLS.worker;
+    Runner *W = TG_TLS.worker;
     return PyBool_FromLong(W && W->current && tg_node_cancel_requested(W->current));
 }
 
@@ -178,23 +114,6 @@ static PyObject *run_inline(PyObject *mod, PyObject *node) {
     return PyBool_FromLong(r);
 }
 
-static PyObject *arm_fault(PyObject *mod, PyObject *args) {
-    (void)mod;
-    int site;
-    long long n;
-    if (!PyArg_ParseTuple(args, "iL:_arm_fault", &site, &n)) return NULL;
-    if (site < 0 || site >= TG_FAULT_NSITES) {
-        PyErr_Format(PyExc_ValueError, "no fault site %d", site);
-        return NULL;
-    }
-    /* Relaxed: the test arms, then runs the code under test on this or a started thread. */
-    atomic_store_explicit(&fault_countdown[site], n, memory_order_relaxed);
-    int any = 0;
-    for (int i = 0; i < TG_FAULT_NSITES; i++)
-        any |= atomic_load_explicit(&fault_countdown[i], memory_order_relaxed) > 0;
-    atomic_store_explicit(&tg_faults_armed, any, memory_order_relaxed);
-    Py_RETURN_NONE;
-}
 
 static PyObject *to_refs(PyObject *mod, PyObject *args) {
     (void)mod;
@@ -286,6 +205,19 @@ static PyObject *exception_copy(PyObject *mod, PyObject *exc) {
     return tg_exception_copy(exc);
 }
 
+/* _run_task(task, call, backend, key, where): a task's body run by another backend (dask's
+ * worker side) with the one runner's rules (rules.h). */
+static PyObject *run_task_py(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *task, *call, *backend, *key, *where;
+    if (!PyArg_ParseTuple(args, "O!OOUU:_run_task", &TG_TaskType, &task, &call, &backend, &key, &where))
+        return NULL;
+    TaskObject *t = (TaskObject *)task;
+    /* Acquire: see task_ready in task.c (a blank Task has no retries). */
+    int ready = atomic_load_explicit(&t->ready, memory_order_acquire) == TG_TASK_READY;
+    return tg_run_python_body(call, backend, key, where, ready ? t->retry : NULL);
+}
+
 static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     return PyLong_FromLongLong(tg_live_runs());
@@ -304,6 +236,7 @@ static PyObject *check_owner(PyObject *mod, PyObject *node) {
 static PyObject *after_fork_child(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     tg_trace_after_fork_child();
+    tg_engines_after_fork_child();
     tg_runs_forked();
     Py_RETURN_NONE;
 }
@@ -346,6 +279,11 @@ static PyMethodDef methods[] = {
     {"trace_stop", tg_trace_stop, METH_NOARGS,
      "Detaches the recorders (waiting for any record being written) and returns them."},
     {"_live_runs", live_runs, METH_NOARGS, "Run objects alive (tests only)."},
+    {"_run_task", run_task_py, METH_VARARGS,
+     "_run_task(task, call, backend, key, where) -> call()'s value, run as every backend runs "
+     "a task: retried per task's policy, each call followed by backend.sync(failing) (which "
+     "returns the task's children), backend.retrying(exc, attempt) before a retry; the "
+     "exception raised is noted with key and where (and the number of attempts)."},
     {"exception_copy", exception_copy, METH_O,
      "exception_copy(exc) -> what a waiter raises for a stored exception: a copy with its own "
      "traceback (the original's frames, then the waiter's)."},
@@ -367,8 +305,10 @@ static PyMethodDef methods[] = {
      "_task_with_options(fn, name, retries, retry_on) -> Task (how Tasks with retries unpickle)."},
     {"_task_by_name", tg_task_by_name, METH_VARARGS,
      "_task_by_name(module, qualname) -> the Task defined there (how rebuilt Tasks unpickle)."},
-    {"_arm_fault", arm_fault, METH_VARARGS,
-     "_arm_fault(site, n): the n-th occurrence of a fault site fails (tests only)."},
+#ifdef TG_FAULTS
+    {"_arm_fault", tg_py_arm_fault, METH_VARARGS,
+     "_arm_fault(site, n): the n-th occurrence of a fault site fails (test builds only)."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -421,17 +361,16 @@ static int exec_module(PyObject *m) {
         {"DONE", TG_DONE}, {"FAILED", TG_FAILED}, {"CANCELLED", TG_CANCELLED},
         {"NSTATES", TG_NSTATES}, {"NSTATS", TG_NSTATS},
         {"STEAL_OK", TG_OK}, {"STEAL_EMPTY", TG_EMPTY}, {"STEAL_RETRY", TG_RETRY},
-        {"PUSH_WAITING", TG_PUSH_WAITING}, {"PUSH_QUEUED", TG_PUSH_QUEUED},
-        {"PUSH_TAKEN", TG_PUSH_TAKEN}, {"PUSH_NOMEM", TG_PUSH_NOMEM},
-        {"PUSH_REFUSED", TG_PUSH_REFUSED},
-        {"FIND_RUN", TG_FIND_RUN}, {"FIND_SKIP", TG_FIND_SKIP}, {"FIND_JOINED", TG_FIND_JOINED},
-        {"FIND_SHUTDOWN", TG_FIND_SHUTDOWN},
-        {"DEP_NOMEM", TG_DEP_NOMEM}, {"DEP_WAIT", TG_DEP_WAIT}, {"DEP_DONE", TG_DEP_DONE},
-        {"DEP_POISON", TG_DEP_POISON},
+        {"MAX_WORKERS", TG_MAX_WORKERS},
+#ifdef TG_FAULTS /* a test build: the fault sites and their numbers for _arm_fault */
+        {"FAULTS", 1},
         {"FAULT_NODE_ALLOC", TG_FAULT_NODE_ALLOC}, {"FAULT_CLAIM", TG_FAULT_CLAIM},
         {"FAULT_EDGE", TG_FAULT_EDGE}, {"FAULT_SPAWN", TG_FAULT_SPAWN},
         {"FAULT_RESULT", TG_FAULT_RESULT}, {"FAULT_RECORD", TG_FAULT_RECORD},
         {"FAULT_WORKER", TG_FAULT_WORKER},
+#else
+        {"FAULTS", 0},
+#endif
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, ints[i].v) < 0) return -1;

@@ -1,5 +1,8 @@
-/* Node: one call of a task. Built by Task (task.c); run by the workers (worker.c) or inline. */
-#include "tgpy.h"
+/* The Node type: one call of a task, as Python sees it (result(), exception(), done(), cancel(),
+ * compute(), properties), building a node and waiting for one outside the workers. Its record
+ * (key, outcome, inputs, cancel requests, children) is in noderec.c. Built by Task (task.c);
+ * run by the workers (worker.c) or inline. */
+#include "node.h"
 
 #include <time.h>
 
@@ -45,161 +48,6 @@ fail:
     return NULL;
 }
 
-#ifdef Py_GIL_DISABLED
-/* op, which only the caller has seen (count 1, owned by this thread), gives up its owner. */
-static void unown(PyObject *op) {
-    if (!_Py_IsOwnedByCurrentThread(op) || Py_REFCNT(op) != 1)
-        Py_FatalError("taskgraph: unown() of an object already shared");
-    op->ob_tid = _Py_UNOWNED_TID;
-    op->ob_ref_local = 0;
-    op->ob_ref_shared = _Py_REF_SHARED(1, _Py_REF_MERGED);
-}
-#endif
-
-void tg_node_unown(NodeObject *n) {
-#ifdef Py_GIL_DISABLED
-    /* Free-threaded CPython frees an object on the thread that owns it: a last reference
-     * dropped by another thread queues the object to its owner, freed when the owner next
-     * runs Python code. A lazy node is made by the user's thread and dropped by the worker
-     * that ran its last consumer (its dependency tuple too), so it, and the result it holds,
-     * would wait for the user's thread to wake up. Here both give up their owner, as CPython
-     * itself does when an owner drops its last local reference while others hold shared ones
-     * (Py_SET_REFCNT from a non-owner thread writes the same state): whichever thread drops
-     * the last reference frees them at once. Only for objects nobody else has seen yet. */
-    unown((PyObject *)n);
-    if (n->deps) unown(n->deps);
-#else
-    (void)n;
-#endif
-}
-
-PyObject *tg_node_key(NodeObject *n) {
-    uint64_t id = n->t.id;
-    return PyUnicode_FromFormat("%U-%llu.%llu", n->name, (unsigned long long)(id >> 40),
-                                (unsigned long long)(id & 0xFFFFFFFFFFULL));
-}
-
-/* The exception to raise for a waiter: a copy of exc, so that each waiter's traceback is its
- * own (raising one shared object from several threads, or again and again, makes its
- * __traceback__ grow and lets threads race on it). The copy has exc's type, args and
- * attributes (copy.copy, as pickling rebuilds an exception), a copy of its notes, its cause,
- * context and original traceback (the task's frames); the waiter's frames are added to the
- * copy only. An exception that cannot be copied that way is rebuilt from its type and args
- * without calling __init__; failing that, exc itself is raised. */
-PyObject *tg_exception_copy(PyObject *exc) {
-    PyTypeObject *tp = Py_TYPE(exc);
-    PyObject *saved = PyErr_GetRaisedException(); /* none expected; kept if there is one */
-    PyObject *copy_mod = PyImport_ImportModule("copy");
-    PyObject *c = copy_mod ? PyObject_CallMethod(copy_mod, "copy", "O", exc) : NULL;
-    Py_XDECREF(copy_mod);
-    if (!c || Py_TYPE(c) != tp) {
-        Py_XDECREF(c);
-        PyErr_Clear();
-        PyObject *args = PyObject_GetAttrString(exc, "args");
-        c = args && PyTuple_Check(args) ? tp->tp_new(tp, args, NULL) : NULL;
-        Py_XDECREF(args);
-        PyObject *d = c ? PyObject_GenericGetDict(exc, NULL) : NULL;
-        if (!c || Py_TYPE(c) != tp || !d || (PyDict_GET_SIZE(d) && PyObject_SetAttrString(c, "__dict__", d) < 0)) {
-            Py_XDECREF(d);
-            Py_XDECREF(c);
-            PyErr_Clear();
-            PyErr_SetRaisedException(saved);
-            return Py_NewRef(exc);
-        }
-        Py_DECREF(d);
-    }
-    PyObject *notes = NULL;
-    if (PyObject_GetOptionalAttr(c, TG.str_notes, &notes) > 0 && PyList_Check(notes)) {
-        PyObject *mine = PyList_GetSlice(notes, 0, PY_SSIZE_T_MAX);
-        if (!mine || PyObject_SetAttr(c, TG.str_notes, mine) < 0) PyErr_Clear();
-        Py_XDECREF(mine);
-    }
-    Py_XDECREF(notes);
-    PyErr_Clear();
-    PyObject *tb = PyException_GetTraceback(exc);
-    PyException_SetTraceback(c, tb ? tb : Py_None);
-    Py_XDECREF(tb);
-    PyObject *cause = PyException_GetCause(exc);
-    char suppress = ((PyBaseExceptionObject *)exc)->suppress_context;
-    PyException_SetCause(c, cause); /* steals cause; sets suppress_context */
-    ((PyBaseExceptionObject *)c)->suppress_context = suppress;
-    PyException_SetContext(c, PyException_GetContext(exc)); /* steals */
-    PyErr_SetRaisedException(saved);
-    return c;
-}
-
-PyObject *tg_node_outcome(NodeObject *n) {
-    /* Relaxed: a flag for the parent's sync on this or a joined thread (see tgpy.h). */
-    atomic_store_explicit(&n->seen, 1, memory_order_relaxed);
-    if (tg_task_state(&n->t) == TG_DONE) return Py_NewRef(n->value);
-    PyErr_SetRaisedException(tg_exception_copy(n->value));
-    return NULL;
-}
-
-static void clear_args(NodeObject *n) {
-    for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) Py_CLEAR(n->args[i]);
-}
-
-void tg_node_drop_inputs(NodeObject *n) {
-    if (!n->lazy && !n->deps) { /* a spawned node: nobody else can read its inputs */
-        clear_args(n);
-        Py_CLEAR(n->kwnames);
-        Py_CLEAR(n->fn);
-        return;
-    }
-    /* `dependencies` and _inputs() read these from other threads: swap them out under the
-     * node's critical section, release them outside it. */
-    PyObject *small[8], **old = Py_SIZE(n) + 3 <= 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)(Py_SIZE(n) + 3));
-    if (!old) { /* out of memory: release them inside (their destructors then run under it) */
-        Py_BEGIN_CRITICAL_SECTION(n);
-        clear_args(n);
-        Py_CLEAR(n->kwnames);
-        Py_CLEAR(n->fn);
-        Py_CLEAR(n->deps);
-        Py_END_CRITICAL_SECTION();
-        return;
-    }
-    Py_ssize_t k = 0;
-    Py_BEGIN_CRITICAL_SECTION(n);
-    for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) {
-        old[k++] = n->args[i];
-        n->args[i] = NULL;
-    }
-    old[k++] = n->kwnames;
-    old[k++] = n->fn;
-    old[k++] = n->deps;
-    n->kwnames = n->fn = n->deps = NULL;
-    Py_END_CRITICAL_SECTION();
-    for (Py_ssize_t i = 0; i < k; i++) Py_XDECREF(old[i]);
-    if (old != small) PyMem_Free(old);
-}
-
-PyObject *tg_node_inputs(NodeObject *n) {
-    if (!n->lazy) {
-        PyErr_SetString(PyExc_ValueError, "only a node built outside the workers can be exported");
-        return NULL;
-    }
-    PyObject *out = NULL, *args = NULL;
-    Py_BEGIN_CRITICAL_SECTION(n);
-    if (n->fn) {
-        args = PyTuple_New(Py_SIZE(n));
-        if (args) {
-            for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) PyTuple_SET_ITEM(args, i, Py_NewRef(n->args[i]));
-            PyObject *retries = n->retry ? PyTuple_GET_ITEM(n->retry, 0) : NULL;
-            PyObject *retry_on = n->retry ? PyTuple_GET_ITEM(n->retry, 1) : Py_None;
-            out = retries ? Py_BuildValue("(OOnOOO)", n->fn, args, n->nargs,
-                                          n->kwnames ? n->kwnames : Py_None, retries, retry_on)
-                          : Py_BuildValue("(OOnOiO)", n->fn, args, n->nargs,
-                                          n->kwnames ? n->kwnames : Py_None, 0, Py_None);
-        }
-    } else {
-        out = Py_NewRef(Py_None);
-    }
-    Py_END_CRITICAL_SECTION();
-    Py_XDECREF(args);
-    return out;
-}
-
 static void sleep_detached(double seconds) {
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     Py_BEGIN_ALLOW_THREADS
@@ -213,9 +61,8 @@ int tg_node_wait_external(NodeObject *n, double timeout) {
     while (tg_task_state(&n->t) < TG_DONE) {
         if (PyErr_CheckSignals() < 0) return -1;
         if (timeout >= 0 && waited >= timeout) {
-            PyObject *key = tg_node_key(n), *t = key ? PyFloat_FromDouble(timeout) : NULL;
-            if (t) PyErr_Format(PyExc_TimeoutError, "node %U not done after %R s", key, t);
-            Py_XDECREF(key);
+            PyObject *t = PyFloat_FromDouble(timeout);
+            if (t) tg_err_node(PyExc_TimeoutError, n, "node %U not done after %R s", t);
             Py_XDECREF(t);
             return -1;
         }
@@ -253,18 +100,17 @@ static PyObject *call_hook(PyObject *hook, NodeObject *n, double timeout) {
 /* Waits until n has finished, by the means that fit this thread (see result()). */
 static int node_wait(NodeObject *n, double timeout, int has_timeout) {
     tg_tls *tls = &TG_TLS;
-    Worker *W = tls->worker;
+    Runner *W = tls->worker;
     int st = tg_task_state(&n->t);
     int in_task = W && W->current;
-    /* Relaxed owner (see tgpy.h): NULL for a node claimed a moment ago means "not ours". */
+    /* Relaxed owner (see noderec.h): NULL for a node claimed a moment ago means "not ours". */
     int ours = in_task && atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine;
     if (has_timeout && in_task && ((st == TG_NEW && !tls->serial) || ours)) {
-        PyObject *key = tg_node_key(n), *cur = key ? tg_node_key(W->current) : NULL;
+        PyObject *cur = tg_node_key(W->current);
         if (cur)
-            PyErr_Format(TG.TaskgraphError,
-                         "result(timeout=...) of %U inside task %U: a join inside a worker runs "
-                         "other work until the node is done and cannot time out", key, cur);
-        Py_XDECREF(key);
+            tg_err_node(TG.TaskgraphError, n,
+                        "result(timeout=...) of %U inside task %U: a join inside a worker runs "
+                        "other work until the node is done and cannot time out", cur);
         Py_XDECREF(cur);
         return -1;
     }
@@ -333,7 +179,7 @@ static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
 static void forget_read_kid(NodeObject *n) {
     NodeObject *p = tg_node_parent(n);
     if (!p) return;
-    Worker *W = TG_TLS.worker;
+    Runner *W = TG_TLS.worker;
     /* p->kids is read only on the thread running p (checked first: no race on it). */
     if (!W || W->current != p) return;
     NodeObject **link = &p->kids;
@@ -380,35 +226,18 @@ static PyObject *node_done(NodeObject *n, PyObject *unused) {
 
 /* ---------------------------------------------------------------- cancelling */
 
-int tg_node_cancel_asked(NodeObject *n) {
-    /* Relaxed: requests (see tgpy.h); a late sight only lets the task run a little longer. */
-    for (NodeObject *p = n; p; p = tg_node_parent(p))
-        if (atomic_load_explicit(&p->cancel, memory_order_relaxed)) return 1;
-    return 0;
-}
-
-int tg_node_cancel_requested(NodeObject *n) {
-    /* Called for a node in flight on this thread: its run is alive. A task that runs although
-     * its run was cancelled, because another run wants it (tg_task_want), is not asked to
-     * stop by that cancel. */
-    tg_run *run = tg_task_run(&n->t);
-    return tg_node_cancel_asked(n) || (run && tg_run_is_cancelled(run) && !tg_task_wanted(&n->t));
-}
-
 /* The CancelledError of a node cancelled before anyone claimed it. */
 static PyObject *cancelled_error(NodeObject *n) {
-    PyObject *key = tg_node_key(n);
-    PyObject *msg = key ? PyUnicode_FromFormat("task %U was cancelled: node.cancel() was called "
-                                               "before it started", key) : NULL;
+    PyObject *msg = tg_node_format(n, "task %U was cancelled: node.cancel() was called before "
+                                   "it started");
     PyObject *err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
-    Py_XDECREF(key);
     Py_XDECREF(msg);
     return err;
 }
 
 static PyObject *node_cancel(NodeObject *n, PyObject *unused) {
     (void)unused;
-    atomic_fetch_or_explicit(&n->cancel, TG_CANCEL_ASKED, memory_order_relaxed); /* see tgpy.h */
+    atomic_fetch_or_explicit(&n->cancel, TG_CANCEL_ASKED, memory_order_relaxed); /* see noderec.h */
     int st = tg_task_state(&n->t);
     if (st == TG_NEW) {
         /* Lazy, in no run: claimed here and finished as cancelled (its dependents then are
@@ -428,9 +257,7 @@ static PyObject *node_cancel(NodeObject *n, PyObject *unused) {
     if (st >= TG_DONE) return PyBool_FromLong(st == TG_CANCELLED);
     PyObject *reason = NULL;
     if (!tg_node_parent(n)) { /* a node of a compute's graph: the compute stops (fail fast) */
-        PyObject *key = tg_node_key(n);
-        reason = key ? PyUnicode_FromFormat("task %U was cancelled (node.cancel())", key) : NULL;
-        Py_XDECREF(key);
+        reason = tg_node_format(n, "task %U was cancelled (node.cancel())");
         if (!reason) return NULL;
     }
     /* The node's run is alive while the node is in flight; once it finishes, the compute that
@@ -446,7 +273,7 @@ static PyObject *node_cancel(NodeObject *n, PyObject *unused) {
                      tg_task_poisoned(&n->t) != TG_POISON_STARTED;
         if (!never_runs) { /* running: its task may check tg.cancelled(); its children will not start */
             atomic_fetch_or_explicit(&n->cancel, TG_CANCEL_RUNNING, memory_order_relaxed);
-            atomic_store_explicit(&run->cancel_running, 1, memory_order_relaxed); /* see tgpy.h */
+            atomic_store_explicit(&run->cancel_running, 1, memory_order_relaxed); /* see run.h */
         }
         if (reason) tg_run_cancel_with(run, reason, NULL); /* no Python call in there */
     } else {
@@ -477,11 +304,7 @@ static PyObject *node_compute(NodeObject *n, PyObject *args, PyObject *kw) {
 
 static PyObject *node_reduce(NodeObject *n, PyObject *unused) {
     (void)unused;
-    PyObject *key = tg_node_key(n);
-    if (key) {
-        PyErr_Format(PyExc_TypeError, "a taskgraph Node (%U) cannot be pickled; pass its value", key);
-        Py_DECREF(key);
-    }
+    tg_err_node(PyExc_TypeError, n, "a taskgraph Node (%U) cannot be pickled; pass its value");
     return NULL;
 }
 
@@ -609,7 +432,7 @@ static void clear_kids(NodeObject *n) {
 
 static int node_clear(NodeObject *n) {
     Py_CLEAR(n->fn);
-    clear_args(n);
+    tg_node_clear_args(n);
     Py_CLEAR(n->kwnames);
     Py_CLEAR(n->deps);
     Py_CLEAR(n->value);

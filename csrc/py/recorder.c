@@ -1,25 +1,36 @@
-/* Tracing: the observer the worker loop calls for every task it finishes while a trace is
- * open (tg_rec_begin in tgpy.h, tg_rec_end here). Each worker writes into its own recorder:
+/* Tracing: the observer the worker loop calls around every task while a trace is open
+ * (tg_rec_begin in recorder.h, tg_rec_end here) and in its idle hooks. Each worker writes into its own recorder:
  * the numbers into a C buffer (csrc/trace.c; once the trace is closed, Recorder.records()
  * hands them to taskgraph/trace.py as bytes, unpacked with `struct`), the names and error
  * texts into the recorder's object table. No Python call per task, except
  * for tasks that failed (their error text) and the first task of each name.
  *
- * Attaching and detaching: under trace_mu, the module's list of live engines gets a recorder
- * per worker (Worker.rec, release store). A worker reads Worker.rec when a task starts and,
- * when it ends, raises Worker.rec_busy (seq_cst), checks that the same recorder is still
- * attached (seq_cst) and only then writes. trace_stop clears Worker.rec (seq_cst) and then
- * waits for rec_busy to drop: either the writer sees the cleared pointer and writes nothing,
+ * The observer's state is its own: one tg_watch per worker (the attached recorder, the hazard
+ * flag, the own-time frames), one tg_observer per engine, on the module's list of live
+ * observers. When nothing is traced, a task costs the worker loop one acquire load here.
+ *
+ * Attaching and detaching: under trace_mu, every live observer gets a recorder per watch
+ * (tg_watch.rec, release store). A worker reads its watch's rec when a task starts and, when
+ * it ends, raises the watch's busy flag (seq_cst), checks that the same recorder is still
+ * attached (seq_cst) and only then writes. trace_stop clears tg_watch.rec (seq_cst) and then
+ * waits for busy to drop: either the writer sees the cleared pointer and writes nothing,
  * or the closer sees the raised flag and waits for the write to end (Dekker's pattern with
  * seq_cst on both sides). So a recorder handed to Python is never written again, and a
  * task that started before the trace opened is never recorded with a bogus start. */
-#include "tgpy.h"
+#include "recorder.h"
 
 #include <sched.h>
 
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
 static PyObject *session;         /* list of the open trace's recorders, or NULL (trace_mu) */
-static EngineObject *live_engines; /* engines whose workers may run (trace_mu) */
+static tg_observer *live_observers; /* of engines whose workers may run (trace_mu) */
+
+struct tg_observer {
+    tg_observer *prev, *next; /* live_observers (trace_mu) */
+    int live;                 /* on the list (trace_mu) */
+    int sched_no, n;
+    tg_watch *w;              /* n watches, one per worker */
+};
 
 static RecorderObject *recorder_new(int sched_no, int worker) {
     RecorderObject *r = PyObject_New(RecorderObject, &TG_RecorderType);
@@ -49,42 +60,74 @@ static void recorder_dealloc(RecorderObject *r) {
     PyObject_Free(r);
 }
 
-/* Attaches a new recorder to every worker of e (trace_mu held, a trace open). */
-static int attach(EngineObject *e) {
-    for (int i = 0; i < e->nworkers; i++) {
-        RecorderObject *r = recorder_new(e->number, i);
+/* Attaches a new recorder to every watch of o (trace_mu held, a trace open). */
+static int attach(tg_observer *o) {
+    for (int i = 0; i < o->n; i++) {
+        RecorderObject *r = recorder_new(o->sched_no, i);
         if (!r) return -1;
         int ok = PyList_Append(session, (PyObject *)r) == 0;
         Py_DECREF(r); /* the session list keeps it */
         if (!ok) return -1;
         /* Release: pairs with the acquire in tg_rec_begin (the recorder is initialised). */
-        atomic_store_explicit(&e->workers[i].rec, r, memory_order_release);
+        atomic_store_explicit(&o->w[i].rec, r, memory_order_release);
     }
     return 0;
 }
 
-int tg_trace_attach_engine(EngineObject *e) {
+tg_observer *tg_observer_new(int sched_no, int nworkers) {
+    tg_observer *o = PyMem_RawCalloc(1, sizeof *o);
+    size_t bytes = (sizeof(tg_watch) * (size_t)nworkers + 63) / 64 * 64;
+    tg_watch *w = o ? aligned_alloc(64, bytes) : NULL;
+    if (!w) {
+        PyMem_RawFree(o);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memset(w, 0, bytes);
+    for (int i = 0; i < nworkers; i++) {
+        atomic_init(&w[i].rec, NULL);
+        atomic_init(&w[i].busy, 0);
+        w[i].index = i;
+    }
+    o->w = w;
+    o->n = nworkers;
+    o->sched_no = sched_no;
     tg_lock_detached(&trace_mu);
-    e->live_prev = NULL;
-    e->live_next = live_engines;
-    if (live_engines) live_engines->live_prev = e;
-    live_engines = e;
-    e->live = 1;
-    int r = session ? attach(e) : 0;
+    o->prev = NULL;
+    o->next = live_observers;
+    if (live_observers) live_observers->prev = o;
+    live_observers = o;
+    o->live = 1;
+    int r = session ? attach(o) : 0;
     pthread_mutex_unlock(&trace_mu);
-    return r;
+    if (r < 0) {
+        tg_observer_free(o, 0);
+        return NULL;
+    }
+    return o;
 }
 
-void tg_trace_engine_gone(EngineObject *e) {
+void tg_observer_detach(tg_observer *o) {
+    if (!o) return;
     tg_lock_detached(&trace_mu);
-    if (e->live) {
-        if (e->live_prev) e->live_prev->live_next = e->live_next;
-        else live_engines = e->live_next;
-        if (e->live_next) e->live_next->live_prev = e->live_prev;
-        e->live = 0;
+    if (o->live) {
+        if (o->prev) o->prev->next = o->next;
+        else live_observers = o->next;
+        if (o->next) o->next->prev = o->prev;
+        o->live = 0;
     }
     pthread_mutex_unlock(&trace_mu);
 }
+
+void tg_observer_free(tg_observer *o, int forked) {
+    if (!o) return;
+    if (!forked) tg_observer_detach(o);
+    for (int i = 0; i < o->n; i++) PyMem_RawFree(o->w[i].frames);
+    free(o->w);
+    PyMem_RawFree(o);
+}
+
+tg_watch *tg_observer_watch(tg_observer *o, int i) { return &o->w[i]; }
 
 PyObject *tg_trace_start(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
@@ -96,7 +139,7 @@ PyObject *tg_trace_start(PyObject *mod, PyObject *unused) {
     }
     session = PyList_New(0);
     int err = session ? 0 : -1;
-    for (EngineObject *e = live_engines; e && !err; e = e->live_next) err = attach(e);
+    for (tg_observer *o = live_observers; o && !err; o = o->next) err = attach(o);
     pthread_mutex_unlock(&trace_mu);
     if (err) {
         PyObject *done = tg_trace_stop(NULL, NULL);
@@ -111,14 +154,14 @@ PyObject *tg_trace_stop(PyObject *mod, PyObject *unused) {
     tg_lock_detached(&trace_mu);
     PyObject *out = session;
     session = NULL;
-    for (EngineObject *e = live_engines; e; e = e->live_next)
-        for (int i = 0; i < e->nworkers; i++)
+    for (tg_observer *o = live_observers; o; o = o->next)
+        for (int i = 0; i < o->n; i++)
             /* seq_cst: the closer's half of the hazard protocol (see the top of this file). */
-            atomic_store_explicit(&e->workers[i].rec, NULL, memory_order_seq_cst);
+            atomic_store_explicit(&o->w[i].rec, NULL, memory_order_seq_cst);
     Py_BEGIN_ALLOW_THREADS /* a writer may allocate (and so wait for a collection): never block it */
-    for (EngineObject *e = live_engines; e; e = e->live_next)
-        for (int i = 0; i < e->nworkers; i++)
-            while (atomic_load_explicit(&e->workers[i].rec_busy, memory_order_seq_cst)) sched_yield();
+    for (tg_observer *o = live_observers; o; o = o->next)
+        for (int i = 0; i < o->n; i++)
+            while (atomic_load_explicit(&o->w[i].busy, memory_order_seq_cst)) sched_yield();
     Py_END_ALLOW_THREADS
     pthread_mutex_unlock(&trace_mu);
     if (!out) {
@@ -190,17 +233,60 @@ static PyObject *error_pair(PyObject *exc) {
     return pair;
 }
 
-/* Writes n's record (the trace's recorder rec, still attached to W) from t0 to t1. */
-static void write_record(Worker *W, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
+/* ---------------------------------------------------------------- frames and hooks */
+
+void tg_watch_push(tg_watch *w, int traced) {
+    if (w->nframes == w->capframes) {
+        int cap = w->capframes ? w->capframes * 2 : 64;
+        tg_frame *nf = PyMem_RawRealloc(w->frames, sizeof(tg_frame) * (size_t)cap);
+        if (nf) {
+            w->frames = nf;
+            w->capframes = cap;
+        }
+    }
+    if (w->nframes < w->capframes) w->frames[w->nframes] = (tg_frame){0, 0, traced};
+    w->nframes++;
+}
+
+static tg_frame pop_frame(tg_watch *w) {
+    w->nframes--;
+    return w->nframes < w->capframes ? w->frames[w->nframes] : (tg_frame){0, 0, 0};
+}
+
+/* The task running on w's worker (innermost), if it is being traced: its joins are timed. */
+static inline tg_frame *traced_frame(tg_watch *w) {
+    int top = w->nframes - 1;
+    return top >= 0 && top < w->capframes && w->frames[top].traced ? &w->frames[top] : NULL;
+}
+
+void tg_watch_idle_begin(tg_watch *w) {
+    if (traced_frame(w)) { /* idle inside a traced task's join: that is join time */
+        w->idle_t0 = tg_clock_ticks();
+        w->idle_g0 = tg_trace_gc_ticks();
+    }
+}
+
+void tg_watch_idle_end(tg_watch *w) {
+    tg_frame *f = traced_frame(w);
+    if (f) {
+        f->join += tg_clock_ticks() - w->idle_t0;
+        f->join_gc += tg_trace_gc_ticks() - w->idle_g0;
+    }
+}
+
+/* ---------------------------------------------------------------- writing a record */
+
+/* Writes n's record (the trace's recorder rec, still attached to w) from t0 to t1. */
+static void write_record(tg_watch *w, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
                          int64_t t1, int64_t own, int attempt);
 
-void tg_rec_attempt(Worker *W, tg_rec_start *s, NodeObject *n, int attempt) {
+void tg_rec_attempt(tg_watch *w, tg_rec_start *s, NodeObject *n, int attempt) {
     int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();
-    int top = W->nframes - 1;
-    tg_frame *f = top >= 0 && top < W->capframes ? &W->frames[top] : NULL;
+    int top = w->nframes - 1;
+    tg_frame *f = top >= 0 && top < w->capframes ? &w->frames[top] : NULL;
     if (s->rec) {
         int64_t own = t1 - s->t0 - (f ? f->join + (g1 - s->g0) - f->join_gc : 0);
-        write_record(W, s->rec, n, TG_FAILED, s->t0, t1, own > 0 ? own : 0, attempt);
+        write_record(w, s->rec, n, TG_FAILED, s->t0, t1, own > 0 ? own : 0, attempt);
     }
     /* The next attempt is timed from here; the joins so far belonged to this one. The time
      * spent recording is the task's (it runs again right after). */
@@ -209,38 +295,30 @@ void tg_rec_attempt(Worker *W, tg_rec_start *s, NodeObject *n, int attempt) {
     s->g0 = tg_trace_gc_ticks();
 }
 
-void tg_rec_end(Worker *W, const tg_rec_start *s, NodeObject *n, int final, const tg_frame *f) {
+int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final) {
+    tg_frame own_frame = pop_frame(w), *f = &own_frame;
     RecorderObject *rec = s->rec;
     int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();
-    int below = W->nframes - 1; /* the task we ran nested in (inside its join), if any */
-    if (below >= 0 && below < W->capframes && W->frames[below].traced) {
-        W->frames[below].join += t1 - s->t0;
-        W->frames[below].join_gc += g1 - s->g0;
+    int below = w->nframes - 1; /* the task we ran nested in (inside its join), if any */
+    if (below >= 0 && below < w->capframes && w->frames[below].traced) {
+        w->frames[below].join += t1 - s->t0;
+        w->frames[below].join_gc += g1 - s->g0;
     }
-    if (!rec) return;
+    if (!rec) return 0;
     /* Own time: minus the joins (and the collections inside them), minus the collections
      * outside joins. */
     int64_t own = t1 - s->t0 - (f->join + (g1 - s->g0) - f->join_gc);
-    if (tg_fault(TG_FAULT_RECORD)) { /* as if the observer had failed: an internal failure */
-        PyObject *key = tg_node_key(n);
-        PyObject *reason = key ? PyUnicode_FromFormat("internal error on worker %d of %U: the "
-                                                      "trace recorder failed on task %U", W->index,
-                                                      W->engine->label, key) : NULL;
-        if (reason) tg_engine_break(W->engine, reason);
-        PyErr_Clear();
-        Py_XDECREF(key);
-        Py_XDECREF(reason);
-        return;
-    }
-    write_record(W, rec, n, final, s->t0, t1, own > 0 ? own : 0, s->attempt);
+    if (tg_fault(TG_FAULT_RECORD)) return -1; /* as if the observer had failed */
+    write_record(w, rec, n, final, s->t0, t1, own > 0 ? own : 0, s->attempt);
+    return 0;
 }
 
-static void write_record(Worker *W, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
+static void write_record(tg_watch *w, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
                          int64_t t1, int64_t own, int attempt) {
     PyObject *err = final == TG_DONE ? NULL : error_pair(n->value); /* before the hazard */
     /* seq_cst: the writer's half of the hazard protocol (see the top of this file). */
-    atomic_store_explicit(&W->rec_busy, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&W->rec, memory_order_seq_cst) == rec) {
+    atomic_store_explicit(&w->busy, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&w->rec, memory_order_seq_cst) == rec) {
         tg_trace_rec *r = tg_tracebuf_append(rec->buf);
         if (r) { /* every field written: the room is not zeroed */
             r->id = n->t.id;
@@ -250,7 +328,7 @@ static void write_record(Worker *W, RecorderObject *rec, NodeObject *n, int fina
             r->own = own;
             r->deps_off = 0;
             r->ndeps = 0;
-            r->worker = W->index;
+            r->worker = w->index;
             r->stolen = n->t.stolen;
             r->state = (uint8_t)final;
             r->attempt = (uint16_t)(attempt < 0xFFFF ? attempt : 0xFFFF);
@@ -268,7 +346,7 @@ static void write_record(Worker *W, RecorderObject *rec, NodeObject *n, int fina
         }
     }
     /* Release: the closer's seq_cst load that sees 0 also sees the record. */
-    atomic_store_explicit(&W->rec_busy, 0, memory_order_release);
+    atomic_store_explicit(&w->busy, 0, memory_order_release);
     Py_XDECREF(err);
 }
 
@@ -391,16 +469,16 @@ PyObject *tg_py_trace_gc_phase(PyObject *mod, PyObject *starting) {
 
 void tg_trace_after_fork_child(void) {
     /* The only thread of the child: the parent's threads are gone, and one of them may have
-     * held trace_mu at the fork. Every engine alive now was made before the fork. */
+     * held trace_mu at the fork. Every observer alive now belongs to an engine made before the
+     * fork, whose workers never run here. */
     pthread_mutex_init(&trace_mu, NULL);
-    for (EngineObject *e = live_engines, *next; e; e = next) {
-        next = e->live_next;
-        e->live_prev = e->live_next = NULL;
-        e->live = 0;
-        for (int i = 0; i < e->nworkers; i++)
+    for (tg_observer *o = live_observers, *next; o; o = next) {
+        next = o->next;
+        o->prev = o->next = NULL;
+        o->live = 0;
+        for (int i = 0; i < o->n; i++)
             /* Relaxed: one thread; no worker of this engine runs in the child. */
-            atomic_store_explicit(&e->workers[i].rec, NULL, memory_order_relaxed);
-        tg_engine_mark_forked(e);
+            atomic_store_explicit(&o->w[i].rec, NULL, memory_order_relaxed);
     }
-    live_engines = NULL;
+    live_observers = NULL;
 }

@@ -187,18 +187,11 @@ static PyObject *py_where(tg_body *b) { return Py_NewRef(((py_backend *)b->ctx)-
 
 static const tg_body_ops py_ops = {py_call, py_sync, py_retrying, NULL, py_where};
 
-/* _run_task(task, call, backend, key, where) */
-static PyObject *run_task_py(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *task, *call, *backend, *key, *where;
-    if (!PyArg_ParseTuple(args, "O!OOUU:_run_task", &TG_TaskType, &task, &call, &backend, &key, &where))
-        return NULL;
-    TaskObject *t = (TaskObject *)task;
-    /* Acquire: see task_ready in task.c (a blank Task has no retries). */
-    int ready = atomic_load_explicit(&t->ready, memory_order_acquire) == TG_TASK_READY;
+PyObject *tg_run_python_body(PyObject *call, PyObject *backend, PyObject *key, PyObject *where,
+                             PyObject *retry) {
     py_backend p = {call, backend, where, NULL, 0};
-    tg_body b = {.ops = &py_ops, .ctx = &p, .key = key, .retry = ready ? t->retry : NULL,
-                 .value = &p.value, .failing = &p.failing};
+    tg_body b = {.ops = &py_ops, .ctx = &p, .key = key, .retry = retry, .value = &p.value,
+                 .failing = &p.failing};
     PyObject *r = tg_run_body(&b);
     if (!r) PyErr_SetRaisedException(p.value); /* steals it */
     else Py_XDECREF(p.value);
@@ -225,11 +218,6 @@ static PyObject *dependency_reason_py(PyObject *mod, PyObject *args) {
 }
 
 PyMethodDef tg_rules_methods[] = {
-    {"_run_task", run_task_py, METH_VARARGS,
-     "_run_task(task, call, backend, key, where) -> call()'s value, run as every backend runs "
-     "a task: retried per task's policy, each call followed by backend.sync(failing) (which "
-     "returns the task's children), backend.retrying(exc, attempt) before a retry; the "
-     "exception raised is noted with key and where (and the number of attempts)."},
     {"_cancelled_error", cancelled_error_py, METH_VARARGS,
      "_cancelled_error(key, reason, cause=None) -> the CancelledError of a task that never ran."},
     {"_dependency_reason", dependency_reason_py, METH_VARARGS,

@@ -4,12 +4,12 @@
  * and the words of a node that never ran because of its dependency. The native worker loop
  * (worker.c) calls tg_run_body directly; the dask backend reaches it as core._run_task.
  *
- * A low layer: it uses only the module state (TG) and the node record (tgpy.h), never the
+ * A low layer: it uses only the module state (TG) and the node record (noderec.h), never the
  * worker loop or the engine. */
 #ifndef TG_RULES_H
 #define TG_RULES_H
 
-#include "tgpy.h"
+#include "noderec.h"
 
 typedef struct tg_body tg_body;
 
@@ -88,8 +88,14 @@ PyObject *tg_dependency_reason(PyObject *dep_key, int state);
  * its cause `cause` (or none if NULL). New reference, or NULL with an exception. */
 PyObject *tg_cancelled_error(PyObject *key, PyObject *reason, PyObject *cause);
 
-/* The module's functions for other backends: _run_task (tg_run_body with a Python object as
- * the backend), _cancelled_error, _dependency_reason (module.c adds them). */
+/* tg_run_body with a Python object as the backend (the dask worker side, through module.c's
+ * _run_task): call() makes one call; backend.sync(failing) returns the task's children;
+ * backend.retrying(exc, attempt) is told of a retry. retry: the task's (retries, retry_on) or
+ * NULL. The result (new reference), or NULL with the task's exception raised. */
+PyObject *tg_run_python_body(PyObject *call, PyObject *backend, PyObject *key, PyObject *where,
+                             PyObject *retry);
+/* The module's functions for other backends: _cancelled_error, _dependency_reason (module.c
+ * adds them, and _run_task, which needs the Task type of a layer above). */
 extern PyMethodDef tg_rules_methods[];
 
 #endif

@@ -1,6 +1,8 @@
 /* Run: one compute() call. It embeds the core's tg_run, which every task of the run points to
- * (RUN_OF finds the object back), and records why it was cancelled and its first error. */
-#include "tgpy.h"
+ * (RUN_OF finds the object back), and records why it was cancelled and its first error. The
+ * engine's registry of active runs (tg_runs, embedded in the engine) is kept here too: a run
+ * joins it at its first submission and leaves it when it ends. */
+#include "run.h"
 
 #include <errno.h>
 #include <time.h>
@@ -30,18 +32,16 @@ void tg_runs_forked(void) {
 
 int64_t tg_live_runs(void) { return atomic_load_explicit(&live_runs, memory_order_relaxed); }
 
-static PyObject *run_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"engine", NULL};
-    PyObject *engine;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!:Run", names, &TG_EngineType, &engine)) return NULL;
-    RunObject *run = (RunObject *)type->tp_alloc(type, 0);
+RunObject *tg_run_new(PyObject *owner, tg_pool *pool, tg_runs *reg) {
+    RunObject *run = (RunObject *)TG_RunType.tp_alloc(&TG_RunType, 0);
     if (!run) return NULL;
-    run->engine = (EngineObject *)Py_NewRef(engine);
-    run->r.pool = run->engine->pool;
+    run->owner = Py_NewRef(owner);
+    run->engine = reg;
+    run->r.pool = pool;
     pthread_mutex_init(&run->mu, NULL);
     pthread_cond_init(&run->cv, NULL);
     atomic_fetch_add_explicit(&live_runs, 1, memory_order_relaxed); /* a count, read by tests */
-    return (PyObject *)run;
+    return run;
 }
 
 /* GC support: a run holds its first error, whose traceback may hold the run (the frame of
@@ -71,11 +71,83 @@ static void run_dealloc(RunObject *run) {
     tg_runs_lock();
     tg_runs_unlock();
     run_clear(run);
-    Py_CLEAR(run->engine);
+    Py_CLEAR(run->owner);
     pthread_mutex_destroy(&run->mu);
     pthread_cond_destroy(&run->cv);
     atomic_fetch_sub_explicit(&live_runs, 1, memory_order_relaxed); /* see run_new */
     Py_TYPE(run)->tp_free((PyObject *)run);
+}
+
+int tg_runs_add(tg_runs *e, RunObject *run) {
+    pthread_mutex_lock(&e->mu);
+    int closed = atomic_load_explicit(&e->closed, memory_order_relaxed); /* under mu */
+    PyObject *broken = Py_XNewRef(e->broken);
+    if (!closed && !broken && !run->registered) {
+        run->prev = NULL;
+        run->next = e->runs;
+        if (e->runs) e->runs->prev = run;
+        e->runs = (RunObject *)Py_NewRef((PyObject *)run);
+        run->registered = 1;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (broken) {
+        PyErr_Format(TG.BrokenSchedulerError, "%U is broken: %U", e->label, broken);
+        Py_DECREF(broken);
+        return -1;
+    }
+    if (closed) {
+        PyErr_Format(TG.SchedulerClosedError, "%U is closed", e->label);
+        return -1;
+    }
+    return 0;
+}
+
+RunObject **tg_runs_active(tg_runs *e, int *n) {
+    pthread_mutex_lock(&e->mu);
+    int k = 0;
+    for (RunObject *r = e->runs; r; r = r->next) k++;
+    RunObject **runs = malloc(sizeof(RunObject *) * (size_t)(k ? k : 1));
+    int i = 0;
+    for (RunObject *r = e->runs; runs && r; r = r->next) runs[i++] = (RunObject *)Py_NewRef((PyObject *)r);
+    pthread_mutex_unlock(&e->mu);
+    *n = runs ? k : -1;
+    return runs;
+}
+
+void tg_runs_break(tg_runs *e, PyObject *reason) {
+    PyObject *exc = PyErr_GetRaisedException(); /* kept for the caller */
+    pthread_mutex_lock(&e->mu);
+    int first = e->broken == NULL;
+    if (first) e->broken = Py_NewRef(reason);
+    pthread_mutex_unlock(&e->mu);
+    if (first) {
+        PyObject *err = PyObject_CallOneArg(TG.BrokenSchedulerError, reason);
+        int n;
+        RunObject **runs = tg_runs_active(e, &n);
+        for (int i = 0; i < n; i++) {
+            tg_run_cancel_with(runs[i], reason, err);
+            Py_DECREF(runs[i]);
+        }
+        free(runs);
+        Py_XDECREF(err);
+        PyErr_Clear(); /* never raises: the runs are cancelled even without the error object */
+    }
+    PyErr_SetRaisedException(exc);
+}
+
+/* Removes run from the registry (its end). */
+static void forget_run(tg_runs *e, RunObject *run) {
+    pthread_mutex_lock(&e->mu);
+    int was = run->registered;
+    if (was) {
+        if (run->prev) run->prev->next = run->next;
+        else e->runs = run->next;
+        if (run->next) run->next->prev = run->prev;
+        run->prev = run->next = NULL;
+        run->registered = 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (was) Py_DECREF(run); /* the list's reference, released outside the lock */
 }
 
 void tg_run_ended(RunObject *run) {
@@ -84,7 +156,7 @@ void tg_run_ended(RunObject *run) {
     run->ended = 1;
     pthread_cond_broadcast(&run->cv);
     pthread_mutex_unlock(&run->mu);
-    tg_engine_forget_run(run->engine, run);
+    forget_run(run->engine, run);
 }
 
 void tg_run_cancel_with(RunObject *run, PyObject *reason, PyObject *error) {
@@ -150,26 +222,9 @@ static PyObject *get_locked(RunObject *run, PyObject **slot) {
 }
 
 static PyObject *run_get_error(RunObject *run, void *c) { (void)c; return get_locked(run, &run->error); }
-static PyObject *run_get_reason(RunObject *run, void *c) { (void)c; return get_locked(run, &run->reason); }
-static PyObject *run_get_ended(RunObject *run, void *c) {
-    (void)c;
-    pthread_mutex_lock(&run->mu);
-    int e = run->ended;
-    pthread_mutex_unlock(&run->mu);
-    return PyBool_FromLong(e);
-}
-static PyObject *run_get_live(RunObject *run, void *c) { (void)c; return PyLong_FromLongLong(tg_run_live(&run->r)); }
-static PyObject *run_get_cancelled(RunObject *run, void *c) {
-    (void)c;
-    return PyBool_FromLong(tg_run_is_cancelled(&run->r));
-}
 
 static PyGetSetDef run_getset[] = {
     {"error", (getter)run_get_error, NULL, "The first failure of a top-level task, or None.", NULL},
-    {"reason", (getter)run_get_reason, NULL, "Why the run was cancelled (str), or None.", NULL},
-    {"ended", (getter)run_get_ended, NULL, "Whether every task of the run has finished.", NULL},
-    {"live", (getter)run_get_live, NULL, "Tasks of the run not finished yet (an estimate).", NULL},
-    {"cancelled", (getter)run_get_cancelled, NULL, "Whether the run was cancelled.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -188,10 +243,9 @@ PyTypeObject TG_RunType = {
     .tp_basicsize = sizeof(RunObject),
     .tp_dealloc = (destructor)run_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Run(engine): one compute() call on an engine (private).",
+    .tp_doc = "One compute() call on an engine (private; made by Engine.new_run()).",
     .tp_traverse = (traverseproc)run_traverse,
     .tp_clear = (inquiry)run_clear,
     .tp_methods = run_methods,
     .tp_getset = run_getset,
-    .tp_new = run_new,
 };

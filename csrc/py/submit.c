@@ -2,7 +2,7 @@
  * run (exactly one claimer wins, so a node shared by several consumers or by concurrent
  * computes runs once), its edges are wired once its dependencies are claimed, and it is
  * released (queued when nothing holds it back). Iterative: chains of any length. */
-#include "tgpy.h"
+#include "submit.h"
 
 #define READY_BATCH 4096 /* ready nodes injected at once from outside the workers */
 
@@ -32,9 +32,8 @@ static int push(stack *s, NodeObject *n, int wire) {
 }
 
 typedef struct {
-    EngineObject *e;
     RunObject *run;
-    Worker *W;          /* NULL: from outside the workers */
+    Runner *W;          /* NULL: from outside the workers */
     tg_task *ready[READY_BATCH];
     int nready;
     tg_task *refused;   /* ready nodes that could not be queued: cancelled at the end */
@@ -43,10 +42,10 @@ typedef struct {
 /* Queues the ready batch (outside the workers). */
 static void flush(submitter *s) {
     if (!s->nready) return;
-    tg_push r = tg_pool_inject(s->e->pool, s->ready, s->nready);
+    tg_push r = tg_pool_inject(s->run->r.pool, s->ready, s->nready);
     if (r != TG_PUSH_QUEUED) { /* shut down (closed meanwhile) or out of memory */
         PyObject *why = PyUnicode_FromFormat(r == TG_PUSH_REFUSED ? "%U was closed before it ran"
-                                             : "out of memory while queueing it", s->e->label);
+                                             : "out of memory while queueing it", s->run->engine->label);
         PyErr_Clear();
         tg_run_cancel_with(s->run, why, NULL);
         Py_XDECREF(why);
@@ -61,7 +60,7 @@ static void flush(submitter *s) {
 /* Drops the hold of a claimed node: queues it if nothing else holds it back. */
 static void release(submitter *s, NodeObject *n) {
     if (s->W) {
-        tg_push r = tg_pool_release(s->e->pool, s->W->index, &n->t);
+        tg_push r = tg_pool_release(s->run->r.pool, s->W->index, &n->t);
         if (r == TG_PUSH_NOMEM) {
             PyObject *why = PyUnicode_FromString("out of memory while queueing it");
             PyErr_Clear();
@@ -95,10 +94,10 @@ static void want_if_foreign(NodeObject *n, RunObject *run) {
     if (tg_task_state(&n->t) < TG_DONE && tg_task_run(&n->t) != &run->r) tg_task_want(&n->t);
 }
 
-Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py_ssize_t count, Worker *W) {
+Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, Runner *W) {
     NodeObject *parent = W ? W->current : NULL;
     if (!W) {
-        if (tg_engine_add_run(e, run) < 0) return -1;
+        if (tg_runs_add(run->engine, run) < 0) return -1;
         tg_run_hold(&run->r); /* the run cannot end between two of our releases */
     }
     submitter *s = PyMem_Malloc(sizeof *s);
@@ -107,7 +106,6 @@ Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py
         if (!W && tg_run_release(&run->r)) tg_run_ended(run);
         return -1;
     }
-    s->e = e;
     s->run = run;
     s->W = W;
     s->nready = 0;
@@ -151,7 +149,7 @@ Py_ssize_t tg_submit(EngineObject *e, RunObject *run, PyObject *const *nodes, Py
             continue;
         }
         Py_INCREF(n); /* the core's reference, until the node is finished */
-        atomic_store_explicit(&n->owner, e, memory_order_relaxed); /* see tgpy.h */
+        atomic_store_explicit(&n->owner, run->owner, memory_order_relaxed); /* see noderec.h */
         if (parent) { /* submitted from inside a task: part of it (implicit sync) */
             tg_node_set_parent(n, parent);
             tg_add_kid(parent, n);

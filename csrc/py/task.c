@@ -1,6 +1,6 @@
 /* Task: a function made into a task. Calling it builds a Node: lazily outside the workers,
  * spawned onto the worker's deque inside a running task, run at once in serial mode. */
-#include "tgpy.h"
+#include "task.h"
 
 /* Serial elision: runs the new node now in this thread. */
 static int serial_call(NodeObject *n) {

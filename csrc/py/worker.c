@@ -1,72 +1,36 @@
-/* The worker loop and joins. One dispatch loop (tg_wait_until) serves a worker's whole life
- * (awaited == NULL) and every join (awaited == the node): find a task in the pool (own deque,
- * injector, steal, park), run or skip it, repeat. Running a task never fails: whatever
- * happens, the node is finished (done, failed or cancelled) by the worker that took it.
+/* The worker loop. One dispatch loop (tg_wait_until) serves a worker's whole life
+ * (awaited == NULL) and every join's wait (awaited == the node; the join's checks are in
+ * join.c): find a task in the pool (own deque, injector, steal, park), run or skip it, repeat.
+ * Running a task never fails: whatever happens, the node is finished (done, failed or
+ * cancelled) by the worker that took it. The trace observer (recorder.h) is called around
+ * each task and in the idle hooks.
  *
  * Ownership (docs/design/native.md): a claimed node carries one strong reference for the core
  * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
  * that reference, and drops it after the finish. */
-#include "tgpy.h"
-#include "rules.h"
-
-/* The task running on W (innermost), if it is being traced: its joins are timed. */
-static inline tg_frame *traced_frame(Worker *W) {
-    int top = W->nframes - 1;
-    return top >= 0 && top < W->capframes && W->frames[top].traced ? &W->frames[top] : NULL;
-}
+#include "worker.h"
 
 static void idle_begin(void *ctx) {
-    Worker *W = ctx;
-    if (traced_frame(W)) { /* idle inside a traced task's join: that is join time */
-        W->idle_t0 = tg_clock_ticks();
-        W->idle_g0 = tg_trace_gc_ticks();
-    }
+    Runner *W = ctx;
+    tg_watch_idle_begin(W->watch); /* idle inside a traced task's join is join time */
     W->saved = PyEval_SaveThread(); /* nothing below touches Python objects */
 }
 
 static void idle_end(void *ctx) {
-    Worker *W = ctx;
+    Runner *W = ctx;
     PyEval_RestoreThread(W->saved);
     W->saved = NULL;
-    tg_frame *f = traced_frame(W);
-    if (f) {
-        f->join += tg_clock_ticks() - W->idle_t0;
-        f->join_gc += tg_trace_gc_ticks() - W->idle_g0;
-    }
+    tg_watch_idle_end(W->watch);
 }
 
 tg_idle_fn tg_idle_begin = idle_begin, tg_idle_end = idle_end;
 
-/* ---------------------------------------------------------------- frames (own-time accounting) */
-
-/* Pushes a frame for a task starting on W. If the stack cannot grow (out of memory) the
- * frame is counted but not stored: frames above capframes are never read. */
-static void push_frame(Worker *W) {
-    if (W->nframes == W->capframes) {
-        int cap = W->capframes ? W->capframes * 2 : 64;
-        tg_frame *nf = PyMem_RawRealloc(W->frames, sizeof(tg_frame) * (size_t)cap);
-        if (nf) {
-            W->frames = nf;
-            W->capframes = cap;
-        }
-    }
-    if (W->nframes < W->capframes) W->frames[W->nframes] = (tg_frame){0, 0, 0};
-    W->nframes++;
-}
-
-static tg_frame pop_frame(Worker *W) {
-    W->nframes--;
-    return W->nframes < W->capframes ? W->frames[W->nframes] : (tg_frame){0, 0, 0};
-}
-
 /* ---------------------------------------------------------------- finishing */
 
-/* Finishes n (W: the worker finishing it, or NULL) and handles what that causes: the end of
- * its run, and successors that a shut-down pool refused. */
-static void finish(Worker *W, NodeObject *n, int final) {
+void tg_finish(Runner *W, NodeObject *n, int final) {
     tg_task *refused = NULL;
     tg_run *run = tg_task_run(&n->t); /* read before the finish publishes n */
-    int ended = W ? tg_pool_finish(W->engine->pool, W->index, &n->t, (tg_state)final, &refused)
+    int ended = W ? tg_pool_finish(W->pool, W->index, &n->t, (tg_state)final, &refused)
                   : tg_pool_finish(NULL, -1, &n->t, (tg_state)final, &refused);
     if (ended) tg_run_ended(RUN_OF(run));
     if (refused) tg_cancel_refused(refused);
@@ -169,7 +133,7 @@ static PyObject *serial_where(tg_body *b) {
     return where;
 }
 
-static void set_failing(NodeObject *n, PyObject *exc /* stolen */) {
+void tg_set_failing(NodeObject *n, PyObject *exc /* stolen */) {
     Py_XSETREF(n->value, exc);
     /* Release: pairs with the acquire in cancel_error (a child skipped because of us). */
     atomic_store_explicit(&n->failing, 1, memory_order_release);
@@ -177,11 +141,9 @@ static void set_failing(NodeObject *n, PyObject *exc /* stolen */) {
 
 /* A top-level task failed: fail fast, cancel the rest of its run. */
 static void fail_run(NodeObject *n) {
-    PyObject *key = tg_node_key(n);
-    PyObject *reason = key ? PyUnicode_FromFormat("task %U failed (%s)", key, Py_TYPE(n->value)->tp_name) : NULL;
+    PyObject *reason = tg_node_format(n, "task %U failed (%s)", Py_TYPE(n->value)->tp_name);
     PyErr_Clear();
     tg_run_cancel_with(RUN_OF(tg_task_run(&n->t)), reason, n->value);
-    Py_XDECREF(key);
     Py_XDECREF(reason);
 }
 
@@ -205,46 +167,20 @@ static PyObject *call_task(NodeObject *n) {
     return r;
 }
 
-static tg_find wait_loop(Worker *W, NodeObject *awaited, int how);
-static int depends_on_waiter(NodeObject *cur, NodeObject *n, NodeObject **via);
+static tg_find wait_loop(Runner *W, NodeObject *awaited, int how);
 
 /* Waits for n as a join (nested helping, counted in the join depth). The time it takes is
  * accounted by the tasks it runs and by its idle periods (see tg_frame). `foreign`: n may
  * finish without waking this pool (it belongs to another scheduler, or was claimed inline):
  * the join polls while parked. Past max_help_depth nested joins, or when the thread's C stack
  * runs low, it stops stealing (its own deque and the injector only). */
-static tg_find join_wait(Worker *W, NodeObject *n, int foreign) {
-    int how = W->depth < W->engine->max_help_depth && !tg_c_stack_low() ? TG_LOOK_STEAL : TG_LOOK_LOCAL;
+tg_find tg_join_wait(Runner *W, NodeObject *n, int foreign) {
+    int how = W->depth < W->max_help_depth && !tg_c_stack_low() ? TG_LOOK_STEAL : TG_LOOK_LOCAL;
     if (foreign) how |= TG_LOOK_POLL;
     W->depth++;
     tg_find r = wait_loop(W, n, how);
     W->depth--;
     return r;
-}
-
-/* Add n to parent's children (a strong reference). At powers of two from 64 children,
- * children that no sync needs any more are forgotten: finished with a result, or finished
- * and their outcome read. So a task that spawns and joins many children in a loop, with or
- * without Node arguments (tg_submit links those here too), keeps a bounded number alive. */
-void tg_add_kid(NodeObject *parent, NodeObject *n) {
-    n->sibling = parent->kids;
-    parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
-    int32_t c = ++parent->nkids;
-    if (c < 64 || (c & (c - 1))) return;
-    NodeObject **link = &parent->kids;
-    while (*link) {
-        NodeObject *k = *link;
-        int st = tg_task_state(&k->t);
-        /* Relaxed `seen`: set by whoever read the outcome, usually this thread. */
-        if (st == TG_DONE || (st > TG_DONE && atomic_load_explicit(&k->seen, memory_order_relaxed))) {
-            *link = k->sibling;
-            k->sibling = NULL;
-            parent->nkids--;
-            Py_DECREF(k);
-        } else {
-            link = &k->sibling;
-        }
-    }
 }
 
 /* A child that will never run and still waits for its dependencies (cancelled while PENDING):
@@ -256,15 +192,11 @@ static int never_runs_pending(NodeObject *k) {
 }
 
 /* The RecursionError of a task whose thread's C stack is too low for more nesting. */
-static PyObject *stack_error(NodeObject *n, const char *doing) {
-    PyObject *key = tg_node_key(n);
-    if (key) {
-        PyErr_Format(PyExc_RecursionError,
-                     "task %U: the worker thread's C stack is nearly exhausted while %s (tasks "
-                     "joined inside tasks, %d deep on this thread); recurse less deeply or "
-                     "switch to serial code below a cutoff", key, doing, TG_TLS.worker ? TG_TLS.worker->depth : 0);
-        Py_DECREF(key);
-    }
+PyObject *tg_stack_error(NodeObject *n, const char *doing) {
+    tg_err_node(PyExc_RecursionError, n,
+                "task %U: the worker thread's C stack is nearly exhausted while %s (tasks "
+                "joined inside tasks, %d deep on this thread); recurse less deeply or "
+                "switch to serial code below a cutoff", doing, TG_TLS.worker ? TG_TLS.worker->depth : 0);
     PyObject *err = PyErr_GetRaisedException();
     return err ? err : tg_memory_error();
 }
@@ -273,7 +205,7 @@ static PyObject *stack_error(NodeObject *n, const char *doing) {
  * after every child it spawned. If it failed, children not started yet are cancelled first.
  * A child that failed and whose outcome nobody read makes the task fail with that error (no
  * error is lost: further ones are attached as notes). */
-static void sync_kids(Worker *W, tg_body *b) {
+static void sync_kids(Runner *W, tg_body *b) {
     NodeObject *n = b->node;
     NodeObject *kids = n->kids;
     n->kids = NULL;
@@ -282,7 +214,7 @@ static void sync_kids(Worker *W, tg_body *b) {
     int failing = atomic_load_explicit(&n->failing, memory_order_relaxed);
     for (NodeObject *k = kids; k && !failing; k = k->sibling) { /* a child waiting for us */
         NodeObject *via = NULL;
-        if (never_runs_pending(k) || depends_on_waiter(n, k, &via) <= 0) {
+        if (never_runs_pending(k) || tg_depends_on_waiter(n, k, &via) <= 0) {
             PyErr_Clear();
             continue;
         }
@@ -299,7 +231,7 @@ static void sync_kids(Worker *W, tg_body *b) {
         failing = 1;
     }
     if (!failing && tg_c_stack_low()) { /* no room to run children nested: fail, skip them */
-        tg_body_fail(b, stack_error(n, "waiting for its children"));
+        tg_body_fail(b, tg_stack_error(n, "waiting for its children"));
         failing = 1;
     }
     if (failing)
@@ -308,7 +240,7 @@ static void sync_kids(Worker *W, tg_body *b) {
     int closed = 0;
     for (NodeObject *k = kids; k && !closed; k = k->sibling)
         if (tg_task_state(&k->t) < TG_DONE && !never_runs_pending(k))
-            closed = join_wait(W, k, 0) == TG_FIND_SHUTDOWN;
+            closed = tg_join_wait(W, k, 0) == TG_FIND_SHUTDOWN;
     for (NodeObject *k = kids; k; k = k->sibling) tg_body_child(b, k); /* unread failures */
     /* Dropping the children may run finalizers: not as part of this task (a task they call
      * would be spawned into it after its sync). */
@@ -325,7 +257,7 @@ static void sync_kids(Worker *W, tg_body *b) {
 
 /* The task runner's native backend (rules.h): W's C functions, no Python in between. */
 typedef struct {
-    Worker *W;
+    Runner *W;
     tg_rec_start *rs;
 } native_body;
 
@@ -337,14 +269,14 @@ static void native_sync(tg_body *b) {
 
 static void native_retrying(tg_body *b, int attempt) {
     native_body *c = b->ctx;
-    if (c->rs->timed) tg_rec_attempt(c->W, c->rs, b->node, attempt);
+    if (c->rs->timed) tg_rec_attempt(c->W->watch, c->rs, b->node, attempt);
 }
 
 static int native_stop_asked(tg_body *b) { return tg_node_cancel_requested(b->node); }
 
 static PyObject *worker_where(tg_body *b) {
-    Worker *W = ((native_body *)b->ctx)->W;
-    return PyUnicode_FromFormat("on worker %d of %U", W->index, W->engine->label);
+    Runner *W = ((native_body *)b->ctx)->W;
+    return PyUnicode_FromFormat("on worker %d of %U", W->index, W->runs->label);
 }
 
 static const tg_body_ops worker_ops = {native_call, native_sync, native_retrying,
@@ -354,24 +286,37 @@ static const tg_body_ops inline_ops = {native_call, NULL, NULL, native_stop_aske
 
 /* An internal failure while finishing n (an injected fault in the tests): n fails with
  * BrokenSchedulerError and the engine is broken. */
-static PyObject *internal_failure(Worker *W, NodeObject *n, const char *what) {
+static PyObject *internal_failure(Runner *W, NodeObject *n, const char *what) {
     PyObject *key = tg_node_key(n);
     PyObject *reason = key ? PyUnicode_FromFormat("internal error on worker %d of %U: %s of task "
-                                                  "%U failed", W->index, W->engine->label, what, key) : NULL;
+                                                  "%U failed", W->index, W->runs->label, what, key) : NULL;
     Py_XDECREF(key);
-    if (reason) tg_engine_break(W->engine, reason);
+    if (reason) tg_runs_break(W->runs, reason);
     PyObject *err = reason ? PyObject_CallOneArg(TG.BrokenSchedulerError, reason) : NULL;
     Py_XDECREF(reason);
     if (!err) err = PyErr_GetRaisedException();
     return err ? err : tg_memory_error();
 }
 
-static void skip(Worker *W, NodeObject *n);
+static void skip(Runner *W, NodeObject *n);
+
+/* The trace observer failed on n (an injected fault in the tests): an internal failure that
+ * breaks the engine; n itself finishes as it would have. */
+static void observer_failed(Runner *W, NodeObject *n) {
+    PyObject *key = tg_node_key(n);
+    PyObject *reason = key ? PyUnicode_FromFormat("internal error on worker %d of %U: the "
+                                                  "trace recorder failed on task %U", W->index,
+                                                  W->runs->label, key) : NULL;
+    if (reason) tg_runs_break(W->runs, reason);
+    PyErr_Clear();
+    Py_XDECREF(key);
+    Py_XDECREF(reason);
+}
 
 /* Drops n's inputs after it ran (or was skipped) on W. Their finalizers (__del__, weakref
  * callbacks) may run here: they run as no task's code (W->current is NULL meanwhile), so a
  * task they call is built lazily instead of being spawned into whatever task W is nested in. */
-static void drop_inputs_detached(Worker *W, NodeObject *n) {
+static void drop_inputs_detached(Runner *W, NodeObject *n) {
     NodeObject *cur = W->current;
     W->current = NULL;
     tg_node_drop_inputs(n);
@@ -379,7 +324,7 @@ static void drop_inputs_detached(Worker *W, NodeObject *n) {
 }
 
 /* Runs node n, handed to W by the pool, and finishes it. */
-static void execute(Worker *W, NodeObject *n) {
+static void execute(Runner *W, NodeObject *n) {
     /* Relaxed: a hint (see RunObject.cancel_running). */
     NodeObject *parent = tg_node_parent(n);
     if (atomic_load_explicit(&RUN_OF(tg_task_run(&n->t))->cancel_running, memory_order_relaxed) &&
@@ -389,9 +334,8 @@ static void execute(Worker *W, NodeObject *n) {
     }
     NodeObject *prev = W->current;
     W->current = n;
-    push_frame(W);
     tg_rec_start rs;
-    tg_rec_begin(W, &rs);
+    tg_rec_begin(W->watch, &rs);
     /* No recursion check of our own: every level of nested joins runs the task's Python
      * frame, which CPython counts (and, from 3.12, the C entry into it too). */
     native_body c = {W, &rs};
@@ -401,7 +345,7 @@ static void execute(Worker *W, NodeObject *n) {
     W->current = prev;
     if (res && tg_fault(TG_FAULT_RESULT)) { /* as if storing the result had failed */
         Py_CLEAR(res);
-        set_failing(n, internal_failure(W, n, "storing the result"));
+        tg_set_failing(n, internal_failure(W, n, "storing the result"));
         tg_body_note(&b);
     }
     int final = TG_DONE;
@@ -412,35 +356,32 @@ static void execute(Worker *W, NodeObject *n) {
         if (!parent) fail_run(n);
     }
     rs.attempt = b.attempts - 1;
-    tg_frame f = pop_frame(W);
-    if (rs.timed) tg_rec_end(W, &rs, n, final, &f);
+    if (rs.timed && tg_rec_end(W->watch, &rs, n, final) < 0) observer_failed(W, n);
     drop_inputs_detached(W, n);
-    finish(W, n, final);
+    tg_finish(W, n, final);
     Py_DECREF(n); /* the core's reference */
 }
 
 /* Finishes node n, handed to W with skip set, as cancelled. */
-static void skip(Worker *W, NodeObject *n) {
-    push_frame(W);
+static void skip(Runner *W, NodeObject *n) {
     tg_rec_start rs;
-    tg_rec_begin(W, &rs);
+    tg_rec_begin(W->watch, &rs);
     n->value = cancel_error(n);
-    tg_frame f = pop_frame(W);
-    if (rs.timed) tg_rec_end(W, &rs, n, TG_CANCELLED, &f);
+    if (rs.timed && tg_rec_end(W->watch, &rs, n, TG_CANCELLED) < 0) observer_failed(W, n);
     drop_inputs_detached(W, n);
-    finish(W, n, TG_CANCELLED);
+    tg_finish(W, n, TG_CANCELLED);
     Py_DECREF(n); /* the core's reference */
 }
 
 /* An injected fault stops worker W between two tasks (its thread ends: work() raises). */
-static tg_find worker_dies(Worker *W) {
+static tg_find worker_dies(Runner *W) {
     W->died = 1;
     return TG_FIND_SHUTDOWN;
 }
 
 /* The one dispatch loop. */
-static tg_find wait_loop(Worker *W, NodeObject *awaited, int how) {
-    tg_pool *pool = W->engine->pool;
+static tg_find wait_loop(Runner *W, NodeObject *awaited, int how) {
+    tg_pool *pool = W->pool;
     tg_task *want = awaited ? &awaited->t : NULL, *t;
     for (;;) {
         tg_find r = tg_pool_find(pool, W->index, want, how, W, &t);
@@ -451,56 +392,20 @@ static tg_find wait_loop(Worker *W, NodeObject *awaited, int how) {
     }
 }
 
-tg_find tg_wait_until(Worker *W, NodeObject *awaited) {
-    return awaited ? join_wait(W, awaited, 0) : wait_loop(W, NULL, TG_LOOK_STEAL);
+tg_find tg_wait_until(Runner *W, NodeObject *awaited) {
+    return awaited ? tg_join_wait(W, awaited, 0) : wait_loop(W, NULL, TG_LOOK_STEAL);
 }
 
-void tg_drain_one(Worker *W, tg_task *t) { skip(W, NODE_OF(t)); }
+void tg_drain_one(Runner *W, tg_task *t) { skip(W, NODE_OF(t)); }
 
-/* ---------------------------------------------------------------- spawning and joining */
-
-int tg_spawn(Worker *W, NodeObject *n) {
-    NodeObject *parent = W->current;
-    tg_run *prun = tg_task_run(&parent->t);
-    if (n->deps) { /* it waits for other nodes: wire its edges (submit.c) */
-        PyObject *one = (PyObject *)n;
-        return tg_submit(W->engine, RUN_OF(prun), &one, 1, W) < 0 ? -1 : 0;
-    }
-    tg_node_set_parent(n, parent);
-    atomic_store_explicit(&n->owner, W->engine, memory_order_relaxed); /* see tgpy.h */
-    tg_add_kid(parent, n);
-    Py_INCREF(n); /* the core's reference, until the node is finished */
-    tg_push r;
-    if (tg_fault(TG_FAULT_SPAWN)) { /* as if the deque could not grow */
-        tg_task_claim(&n->t, prun);
-        tg_task_release_hold(&n->t);
-        r = TG_PUSH_NOMEM;
-    } else {
-        r = tg_pool_spawn(W->engine->pool, W->index, &n->t, prun);
-    }
-    if (r == TG_PUSH_QUEUED) return 0;
-    if (r != TG_PUSH_NOMEM) Py_FatalError("taskgraph: a new node was claimed twice"); /* invariant */
-    /* Claimed and ready but not queued: it fails with MemoryError; nothing waits forever. */
-    PyErr_NoMemory();
-    set_failing(n, PyErr_GetRaisedException());
-    tg_node_drop_inputs(n);
-    finish(W, n, TG_FAILED);
-    Py_DECREF(n);
-    return 0;
-}
-
-static int is_ancestor(NodeObject *a, NodeObject *of) {
-    for (NodeObject *p = of ? tg_node_parent(of) : NULL; p; p = tg_node_parent(p))
-        if (p == a) return 1;
-    return 0;
-}
+/* ---------------------------------------------------------------- what joins share */
 
 /* Whether the pending node n waits, directly or through other pending nodes, for cur or one
  * of the tasks that spawned it (which cannot finish before cur's join of n returns): then
  * *via is that task (borrowed; it is running). Cheap in the common cases: only a node still
  * waiting for dependencies (PENDING) can depend on anything, and only a running task that has
  * consumers (edges) can be depended on; the walk visits pending nodes only. -1 on error. */
-static int depends_on_waiter(NodeObject *cur, NodeObject *n, NodeObject **via) {
+int tg_depends_on_waiter(NodeObject *cur, NodeObject *n, NodeObject **via) {
     if (tg_task_state(&n->t) != TG_PENDING) return 0;
     int any = 0;
     for (NodeObject *w = cur; w && !any; w = tg_node_parent(w)) any = tg_task_has_successors(&w->t);
@@ -546,83 +451,19 @@ done:
     return found;
 }
 
-/* The TaskgraphError of a join that could never return. */
-static int join_refused(NodeObject *cur, NodeObject *n, NodeObject *via) {
-    PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
-    PyObject *vk = ck && via ? tg_node_key(via) : NULL;
-    if (ck && n == cur)
-        PyErr_Format(TG.TaskgraphError, "task %U called result() on its own node (it would "
-                     "wait for itself forever)", key);
-    else if (ck && !via)
-        PyErr_Format(TG.TaskgraphError, "task %U awaits %U, one of the tasks that spawned it; "
-                     "a task finishes only after its children (implicit sync), so this would "
-                     "wait forever", ck, key);
-    else if (vk)
-        PyErr_Format(TG.TaskgraphError, "task %U awaits %U, which depends on %s%U; %U cannot "
-                     "finish before this await returns, so it would wait forever", ck, key,
-                     via == cur ? "this very task " : "a task that spawned it, ", vk, vk);
-    Py_XDECREF(key);
-    Py_XDECREF(ck);
-    Py_XDECREF(vk);
-    return -1;
-}
-
-int tg_join(Worker *W, NodeObject *n) {
-    NodeObject *cur = W->current;
-    if (n == cur || (tg_node_parent(n) != cur && is_ancestor(n, cur))) return join_refused(cur, n, NULL);
-    tg_run *mine = tg_task_run(&cur->t);
-    if (tg_task_state(&n->t) == TG_NEW) { /* a lazy node first needed here: joins this run */
-        PyObject *one = (PyObject *)n;
-        if (tg_submit(W->engine, RUN_OF(mine), &one, 1, W) < 0) return -1;
-    }
-    if (tg_task_state(&n->t) >= TG_DONE) return 0;
-    NodeObject *via = NULL;
-    int dep = depends_on_waiter(cur, n, &via);
-    if (dep > 0 && tg_node_parent(n) == cur) /* our child, which can never run: the sync of cur
-                                              * does not wait for it (never_runs_pending) */
-        tg_task_cancel(&n->t, TG_POISON_CANCEL);
-    if (dep) return dep < 0 ? -1 : join_refused(cur, n, via);
-    if (tg_c_stack_low()) {
-        PyObject *err = stack_error(cur, "joining another task");
-        PyErr_SetRaisedException(err);
-        return -1;
-    }
-    /* Claimed by another run (a concurrent compute, another scheduler): that run's cancel
-     * must not skip it under us. */
-    if (tg_task_run(&n->t) != mine) tg_task_want(&n->t);
-    /* Relaxed owner: NULL (claimed inline, or a moment ago) counts as foreign: we poll. */
-    int foreign = atomic_load_explicit(&n->owner, memory_order_relaxed) != (const void *)W->engine;
-    if (foreign && tg_engine_check_owner(n) < 0) return -1; /* a run made before fork() */
-    if (join_wait(W, n, foreign) == TG_FIND_SHUTDOWN && tg_task_state(&n->t) < TG_DONE) {
-        PyObject *key = tg_node_key(n), *ck = key ? tg_node_key(cur) : NULL;
-        if (ck)
-            PyErr_Format(TG.SchedulerClosedError, "%U closed while task %U waited for %U",
-                         W->engine->label, ck, key);
-        Py_XDECREF(key);
-        Py_XDECREF(ck);
-        return -1;
-    }
-    return 0;
-}
-
 void tg_finish_external(NodeObject *n, int final, PyObject *value) {
     n->value = Py_NewRef(value);
     if (final == TG_FAILED) atomic_store_explicit(&n->failing, 1, memory_order_release); /* see set_failing */
     tg_node_drop_inputs(n);
-    finish(NULL, n, final);
+    tg_finish(NULL, n, final);
 }
 
 /* ---------------------------------------------------------------- serial elision */
 
 int tg_run_inline(NodeObject *n) {
     if (tg_c_stack_low()) { /* serial calls nested this deep would overflow the C stack */
-        PyObject *key = tg_node_key(n);
-        if (key) {
-            PyErr_Format(PyExc_RecursionError, "task %U: serial calls nested too deeply for "
-                         "this thread's C stack", key);
-            Py_DECREF(key);
-        }
-        return -1;
+        return tg_err_node(PyExc_RecursionError, n, "task %U: serial calls nested too deeply for "
+                           "this thread's C stack");
     }
     if (!tg_task_claim_inline(&n->t)) return 0;
     for (Py_ssize_t i = 0; n->deps && i < PyTuple_GET_SIZE(n->deps); i++) {
@@ -637,7 +478,7 @@ int tg_run_inline(NodeObject *n) {
         Py_XDECREF(reason);
         n->value = err ? err : PyErr_GetRaisedException();
         tg_node_drop_inputs(n);
-        finish(NULL, n, TG_CANCELLED);
+        tg_finish(NULL, n, TG_CANCELLED);
         return 1;
     }
     tg_body b = {.ops = &inline_ops, .node = n, .retry = n->retry, .value = &n->value,
@@ -652,7 +493,7 @@ int tg_run_inline(NodeObject *n) {
                   PyErr_GivenExceptionMatches(n->value, PyExc_SystemExit);
     }
     tg_node_drop_inputs(n);
-    finish(NULL, n, final);
+    tg_finish(NULL, n, final);
     if (reraise) {
         PyErr_SetRaisedException(Py_NewRef(n->value));
         return -1;

@@ -19,7 +19,7 @@
     } while (0)
 
 /* Set by the Makefile for sanitizer runs: smaller sizes, longer time limits. */
-static inline int sanitized(void) { return getenv("TG_SANITIZED") != NULL; }
+static inline int sanitized(void) { return getenv("TASKGRAPH_SANITIZED") != NULL; }
 
 static void tg_test_on_alarm(int sig) {
     (void)sig;

@@ -1,4 +1,4 @@
-"""A test-only cffi binding of the C scheduler core (csrc/deque.c, graph.c, pool.c, trace.c),
+"""A test-only cffi binding of the C scheduler core (csrc/deque.c, graph.c, injector.c, pool.c, trace.c),
 for checks of the core driven from Python (tests/core/, benchmarks/deque_binding.py). The
 runtime never uses it: taskgraph binds the core through its C-API extension only.
 
@@ -26,7 +26,7 @@ import sysconfig
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CSRC = os.path.join(ROOT, "csrc")
 HEADERS = ["deque.h", "graph.h", "pool.h", "trace.h"]
-SOURCES = ["deque.c", "graph.c", "pool.c", "trace.c"]
+SOURCES = ["deque.c", "graph.c", "injector.c", "pool.c", "trace.c"]
 # Callbacks the tests give to the core (cffi's extern "Python"): tg_task_finish's ready().
 TEST_CALLBACKS = 'extern "Python" void tgtest_ready(void *ctx, tg_task *t);\n'
 

@@ -1,0 +1,16 @@
+/* Node (node.c): the Python type of one call of a task: result(), exception(), done(),
+ * cancel(), compute(), its properties; building a node, waiting for one outside the workers.
+ * Layer 10 (docs/design/native.md). */
+#ifndef TG_PY_NODE_H
+#define TG_PY_NODE_H
+
+#include "join.h"
+
+/* A new NEW node for fn(*args, **kw) given in vectorcall form; scans the arguments. */
+NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject *const *args,
+                        size_t nargsf, PyObject *kwnames);
+/* Waits, without a worker, until a node claimed by someone else finishes (timeout < 0: no
+ * limit). 0, or -1 with TimeoutError or a signal's exception raised. */
+int tg_node_wait_external(NodeObject *n, double timeout);
+
+#endif

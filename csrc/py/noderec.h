@@ -1,0 +1,110 @@
+/* The node record: NodeObject's layout and what the layers above node.c's Python methods use
+ * of a node (noderec.c): its key and messages naming it, its outcome, its inputs, its cancel
+ * requests, its children. Layer 2 (docs/design/native.md): above state.h only. */
+#ifndef TG_PY_NODEREC_H
+#define TG_PY_NODEREC_H
+
+#include "state.h"
+
+typedef struct NodeObject NodeObject;
+
+struct NodeObject {
+    PyObject_VAR_HEAD    /* ob_size: the number of argument slots (args[] below) */
+    tg_task t;           /* the core's record, embedded: NODE_OF(task) finds the Node */
+    /* Inputs. Written when the node is built; read and dropped by whoever runs it (the thread
+     * that claimed it inline, or the worker it was handed to), never by anyone else, except
+     * deps, which the `dependencies` property reads under the node's critical section. */
+    PyObject *fn;
+    Py_ssize_t nargs;    /* how many of args[] are positional; the rest are keyword values */
+    PyObject *kwnames;   /* tuple of keyword names, or NULL */
+    PyObject *deps;      /* tuple of the Nodes found in args (unique, in order), or NULL */
+    /* Output: written once by the runner before tg_task_finish publishes the final state
+     * (release); read by anyone after seeing that state (acquire). */
+    PyObject *value;     /* the result (done) or the exception (failed, cancelled) */
+    PyObject *name;      /* the task's name, interned (immortal on free-threaded builds) */
+    /* The node whose task spawned it (or submitted it from inside a task), or NULL: strong,
+     * stored once by the claimer (release), read with tg_node_parent (acquire) by any thread
+     * (`parent` property, joins checking ancestry); cleared only when the node dies. */
+    _Atomic(NodeObject *) parent;
+    /* Children spawned by its task and not synced yet: a list owned by the thread running
+     * the task (strong references through `sibling`). */
+    NodeObject *kids;
+    NodeObject *sibling;
+    /* The engine that claimed it: compared, never dereferenced. Relaxed atomic: a reader that
+     * sees NULL for a node claimed a moment ago only waits the slower way (polling). */
+    _Atomic(const void *) owner;
+    int32_t nkids;
+    uint8_t lazy;            /* built lazily (visible to user code before anyone claimed it):
+                              * its inputs are dropped under its critical section, so that
+                              * _inputs() may read them from another thread (export, save) */
+    _Atomic uint8_t seen;    /* result()/exception() was called: its error has been observed */
+    _Atomic uint8_t failing; /* its task failed and `value` holds the exception (release) */
+    /* node.cancel() was called (TG_CANCEL_ASKED), and found the task running
+     * (TG_CANCEL_RUNNING: its task may stop early; its children not started never run).
+     * Relaxed: a request; the skip that acts on it is ordered by tg_task_cancel. */
+    _Atomic uint8_t cancel;
+    PyObject *retry;         /* the task's (retries, retry_on) tuple, or NULL: no retries.
+                              * Fixed from creation (strong). */
+    PyObject *weakreflist;
+    /* The arguments, inline (one object per node, not two: fewer allocations and fewer
+     * objects for the cyclic collector to walk); called with vectorcall straight from here.
+     * Set to NULL once the node has run. */
+    PyObject *args[1];
+};
+
+#define NODE_OF(task) ((NodeObject *)((char *)(task) - offsetof(NodeObject, t)))
+
+static inline NodeObject *tg_node_parent(const NodeObject *n) {
+    /* Acquire: pairs with the release store of the claimer (tg_node_set_parent). */
+    return atomic_load_explicit(&((NodeObject *)n)->parent, memory_order_acquire);
+}
+/* Makes p (a strong reference is taken) the parent of n, which the caller just claimed. */
+static inline void tg_node_set_parent(NodeObject *n, NodeObject *p) {
+    Py_INCREF(p);
+    /* Release: pairs with the acquire in tg_node_parent. */
+    atomic_store_explicit(&n->parent, p, memory_order_release);
+}
+
+
+enum { TG_CANCEL_ASKED = 1, TG_CANCEL_RUNNING = 2 };
+
+/* The Node type object is defined with its methods at the top (node.c); the layers below
+ * only compare a type with its address. */
+extern PyTypeObject TG_NodeType;
+#define Node_Check(o) Py_IS_TYPE((o), &TG_NodeType)
+
+/* A lazy node, just made, gives up its owner thread (free-threaded builds): whichever
+ * thread drops its last reference frees it at once (see noderec.c). */
+void tg_node_unown(NodeObject *n);
+/* node.cancel() was called on n or on a task that spawned it (the flags only). */
+int tg_node_cancel_asked(NodeObject *n);
+/* The same, or n's run was cancelled: what taskgraph.cancelled() answers. */
+int tg_node_cancel_requested(NodeObject *n);
+/* Its key, e.g. "fib-3.1041": the task's name, the number of the thread that made the node
+ * and that thread's counter (given when the node is made). */
+PyObject *tg_node_key(NodeObject *n);
+/* A message about n: fmt's first conversion must be %U, and n's key goes there (no argument
+ * for it); the other conversions take the arguments, as in PyUnicode_FromFormat. New
+ * reference, or NULL with an error. */
+PyObject *tg_node_format(NodeObject *n, const char *fmt, ...);
+/* Raises exc_type with tg_node_format's message (or the error that building it raised).
+ * Returns -1. */
+int tg_err_node(PyObject *exc_type, NodeObject *n, const char *fmt, ...);
+/* The exception a waiter raises for exc: a copy with its own traceback (see noderec.c). New
+ * reference; never fails (at worst exc itself). */
+PyObject *tg_exception_copy(PyObject *exc);
+/* The value (new reference) or NULL with (a copy of) the node's exception raised; marks it
+ * seen. The node must have finished. */
+PyObject *tg_node_outcome(NodeObject *n);
+/* Drops the inputs of a node that has run (or will never run). */
+void tg_node_drop_inputs(NodeObject *n);
+/* (fn, args tuple, number of positional args, kwnames or None, retries, retry_on or None) of a
+ * lazy node whose inputs are still there, None if they were dropped (it ran); read under the
+ * node's critical section. */
+PyObject *tg_node_inputs(NodeObject *n);
+/* Clears the argument slots (tp_clear, and after the node ran). */
+void tg_node_clear_args(NodeObject *n);
+/* Adds n (just claimed by parent's thread) to parent's children; prunes finished ones. */
+void tg_add_kid(NodeObject *parent, NodeObject *n);
+
+#endif

@@ -1,0 +1,113 @@
+/* Tracing (recorder.c): the observer the worker loop calls around each task (begin/end and the
+ * idle hooks, Taskflow's ObserverInterface idea) while a trace is open, the Recorder type that
+ * holds one worker's records, and the module's trace and clock functions. It keeps its own
+ * per-worker state (a tg_watch per worker, grouped per engine in a tg_observer) and knows
+ * nothing of engines or workers beyond that. Layer 4 (docs/design/native.md). */
+#ifndef TG_PY_RECORDER_H
+#define TG_PY_RECORDER_H
+
+#include "noderec.h"
+
+typedef struct RecorderObject RecorderObject;
+
+struct RecorderObject {
+    PyObject_HEAD
+    tg_tracebuf *buf;
+    PyObject *objects;   /* list: names, and (type name, message) of errors; written by the
+                          * worker while the trace is open, read after it closed */
+    int sched_no, worker;
+    PyObject *last_name; /* cache of the last name's index */
+    int32_t last_index;
+    PyObject **keys; int32_t *vals; /* open-addressing table: name object -> index */
+    int64_t cap, used;
+};
+
+extern PyTypeObject TG_RecorderType;
+
+/* Own-time accounting while tracing: one frame per task running (nested) on a worker while
+ * something is traced. The time a task spends inside its joins is the duration of the tasks
+ * that ran nested in them (each adds its duration to the frame below it when it ends) plus the
+ * time the worker was idle inside them (the idle hooks add it): no clock is read per join. */
+typedef struct {
+    int64_t join;     /* ticks spent inside joins by the task in this frame */
+    int64_t join_gc;  /* collection ticks inside those joins */
+    int traced;       /* the task is being recorded (its joins are timed) */
+} tg_frame;
+
+/* One worker's tracing state. Written by that worker's thread only, except `rec`, which the
+ * trace's opener and closer set and clear under the trace lock, and `busy`, the hazard flag
+ * the worker raises while it writes a record (the closer waits for it to drop). */
+typedef struct tg_watch {
+    _Alignas(64) _Atomic(RecorderObject *) rec; /* the open trace's recorder, or NULL */
+    _Atomic int busy;
+    tg_frame *frames;        /* one per task running (nested) on this worker while traced */
+    int nframes, capframes;
+    int64_t idle_t0, idle_g0; /* start of an idle period inside a traced task's join */
+    int index;               /* the worker's number */
+} tg_watch;
+
+/* One engine's watches; on the module's list of live observers (the trace lock). */
+typedef struct tg_observer tg_observer;
+
+/* A new observer for an engine (scheduler number sched_no) of nworkers workers: registered, and
+ * given recorders at once if a trace is open. NULL with an error. */
+tg_observer *tg_observer_new(int sched_no, int nworkers);
+/* Unregisters it (no recorder is attached to it any more); NULL is ignored. */
+void tg_observer_detach(tg_observer *o);
+/* Detaches (unless forked: in a child process after fork() the lists are gone) and frees it. */
+void tg_observer_free(tg_observer *o, int forked);
+/* Worker i's watch. */
+tg_watch *tg_observer_watch(tg_observer *o, int i);
+
+/* What the worker loop keeps of a task while it runs: its start, if timed. */
+typedef struct {
+    RecorderObject *rec; /* the recorder when the task started, or NULL */
+    int timed;           /* recorded, or nested in a recorded task (its time is a join's): a
+                          * frame was pushed, and tg_rec_end must be called */
+    int64_t t0, g0;      /* its start, and the collection total then */
+    int attempt;         /* 0, or which attempt of a retried task (set before tg_rec_end) */
+} tg_rec_start;
+
+/* Pushes a frame (the frame is counted but not stored if the stack cannot grow). */
+void tg_watch_push(tg_watch *w, int traced);
+
+/* Called when a task starts on w's worker. Pushes nothing and reads no clock unless a trace
+ * is open or the task runs nested in a traced one. */
+static inline void tg_rec_begin(tg_watch *w, tg_rec_start *s) {
+    /* Acquire: pairs with the release store in recorder.c that attaches a recorder. */
+    s->rec = atomic_load_explicit(&w->rec, memory_order_acquire);
+    int n = w->nframes;
+    s->timed = s->rec || (n > 0 && n <= w->capframes && w->frames[n - 1].traced);
+    s->attempt = 0;
+    if (s->timed) {
+        tg_watch_push(w, s->rec != NULL);
+        s->t0 = tg_clock_ticks();
+        s->g0 = tg_trace_gc_ticks();
+    }
+}
+/* Called when a timed task finishes (with state final): pops its frame, adds its duration to
+ * the task it ran nested in, and records it if the trace that was open when it started is
+ * still open. 0, or -1 if the recorder failed (an injected fault: the caller breaks the
+ * engine). Never raises: a record that cannot be written is dropped and counted. */
+int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final);
+/* Called when attempt `attempt` of a timed task with retries failed and it runs again (its
+ * frame still pushed): records the attempt as failed, then restarts the clock for the next. */
+void tg_rec_attempt(tg_watch *w, tg_rec_start *s, NodeObject *n, int attempt);
+/* The worker's idle hooks call these: idle time inside a traced task's join is join time. */
+void tg_watch_idle_begin(tg_watch *w);
+void tg_watch_idle_end(tg_watch *w);
+
+/* trace_start() / trace_stop() of the module (see recorder.c). */
+PyObject *tg_trace_start(PyObject *mod, PyObject *unused);
+PyObject *tg_trace_stop(PyObject *mod, PyObject *unused);
+/* In a child process after fork() (single-threaded): resets the trace lock and forgets every
+ * observer made before the fork (their engines never run there). */
+void tg_trace_after_fork_child(void);
+/* The module's functions for the records' clock (trace.h): clock_origin() and clock_pair()
+ * -> (ticks, ns); clock_tsc() -> bool; trace_gc_phase(starting). */
+PyObject *tg_py_clock_origin(PyObject *mod, PyObject *unused);
+PyObject *tg_py_clock_pair(PyObject *mod, PyObject *unused);
+PyObject *tg_py_clock_tsc(PyObject *mod, PyObject *unused);
+PyObject *tg_py_trace_gc_phase(PyObject *mod, PyObject *starting);
+
+#endif

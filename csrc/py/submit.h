@@ -1,0 +1,16 @@
+/* Submitting a lazy graph in one call (submit.c): claim, edges, release. Layer 7
+ * (docs/design/native.md): above the worker loop, whose cancellation of refused nodes it
+ * uses. */
+#ifndef TG_PY_SUBMIT_H
+#define TG_PY_SUBMIT_H
+
+#include "worker.h"
+
+/* Claims, wires and releases the lazy graph under nodes[0..n) as part of run (on its engine's
+ * pool). From worker W (not NULL: ready nodes go onto its deque, and each claimed node becomes
+ * a child of W->current) or from outside (W NULL: the injector). Returns how many nodes it
+ * claimed, or -1 with an error (what it claimed then drains as cancelled: the run is
+ * cancelled). */
+Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t n, Runner *W);
+
+#endif

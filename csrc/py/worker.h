@@ -1,0 +1,61 @@
+/* The worker loop (worker.c): the per-thread Runner of a worker, running and skipping tasks,
+ * finishing nodes and cancelling what a shut-down pool refused, syncing a task's children, the
+ * serial (inline) run, each task's body run through the one runner (rules.h). Layer 6 (docs/design/native.md): it
+ * calls the observer (recorder.h) through its begin/end/idle hooks and reaches its engine only
+ * through the Runner's fields and the engine's run registry (run.h). */
+#ifndef TG_PY_WORKER_H
+#define TG_PY_WORKER_H
+
+#include "args.h"
+#include "rules.h"
+#include "recorder.h"
+#include "run.h"
+
+/* A worker thread's runner: the Python face's per-thread record (the core's per-thread record
+ * is pool.c's tg_worker). One per worker, in its engine's array; written by its own thread
+ * only, except at the engine's creation. */
+struct tg_runner {
+    _Alignas(64) PyObject *engine; /* borrowed: its engine (which outlives its threads); node
+                                    * owners are compared with it, current_engine() returns it */
+    tg_pool *pool;           /* the engine's pool */
+    tg_runs *runs;           /* the engine's run registry (its label; breaking it) */
+    tg_watch *watch;         /* its tracing state (recorder.c) */
+    int index;
+    int max_help_depth;      /* the engine's: nested joins that still steal */
+    int depth;               /* joins nested on this thread */
+    NodeObject *current;     /* the node whose task runs on this thread, or NULL */
+    PyThreadState *saved;    /* while idle (detached from the interpreter) */
+    int died;                /* an injected fault stopped this worker (TG_FAULT_WORKER) */
+};
+
+extern tg_idle_fn tg_idle_begin, tg_idle_end;
+/* Runs tasks on W until `awaited` finishes (or, when NULL, until the pool shuts down). */
+tg_find tg_wait_until(Runner *W, NodeObject *awaited);
+/* Waits for n as a join of the task running on W (nested helping, counted in the join depth);
+ * `foreign`: n may finish without waking this pool, so the join polls while parked. */
+tg_find tg_join_wait(Runner *W, NodeObject *n, int foreign);
+/* Whether the pending node n waits, directly or through other pending nodes, for cur or one of
+ * the tasks that spawned it (*via: that task). -1 on error. */
+int tg_depends_on_waiter(NodeObject *cur, NodeObject *n, NodeObject **via);
+/* The RecursionError of a task whose thread's C stack is too low for more nesting (`doing`
+ * says what it was doing); never NULL. */
+PyObject *tg_stack_error(NodeObject *n, const char *doing);
+/* n failed with exc (stolen): stores it and publishes `failing`. */
+void tg_set_failing(NodeObject *n, PyObject *exc);
+/* Finishes n (W: the worker finishing it, or NULL) and handles what that causes: the end of
+ * its run, and successors that a shut-down pool refused. */
+void tg_finish(Runner *W, NodeObject *n, int final);
+/* Runs a NEW node at once in the calling thread (serial elision). 1 if it ran (its outcome
+ * is stored; KeyboardInterrupt and SystemExit are also raised: returns -1), 0 if someone else
+ * had claimed it. */
+int tg_run_inline(NodeObject *n);
+/* drain(): skips a task left in a queue after shutdown, as worker W (single-threaded). */
+void tg_drain_one(Runner *W, tg_task *t);
+/* Finishes a node that a backend claimed with tg_task_claim_inline and ran elsewhere (the
+ * dask backend): stores value (a result, or the exception) and publishes the final state. */
+void tg_finish_external(NodeObject *n, int final, PyObject *value);
+/* Finishes a task that a shut-down pool refused (or will never run) as cancelled, with
+ * everything that refusal cascades to. The caller gives up its core reference to each. */
+void tg_cancel_refused(tg_task *refused);
+
+#endif
