@@ -25,7 +25,7 @@ import sysconfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CSRC = os.path.join(ROOT, "csrc")
-HEADERS = ["deque.h", "graph.h", "pool.h", "trace.h"]
+HEADERS = ["deque.h", "graph.h", "injector.h", "pool.h", "trace.h"]
 SOURCES = ["deque.c", "graph.c", "injector.c", "pool.c", "trace.c"]
 # Callbacks the tests give to the core (cffi's extern "Python"): tg_task_finish's ready().
 TEST_CALLBACKS = 'extern "Python" void tgtest_ready(void *ctx, tg_task *t);\n'
@@ -59,10 +59,11 @@ def _top_level(text: str):
 
 
 def _struct_without_atomics(decl: str) -> str:
-    """A struct typedef with _Atomic members becomes its other members plus `...;`."""
+    """A struct typedef with members cffi cannot declare (_Atomic, pthread types) becomes its
+    other members plus `...;`."""
     head, body, tail = decl[:decl.index("{")], decl[decl.index("{") + 1:decl.rindex("}")], decl[decl.rindex("}") + 1:]
     members = [m.strip() for m in body.split(";") if m.strip()]
-    kept = [m + ";" for m in members if "_Atomic" not in m]
+    kept = [m + ";" for m in members if "_Atomic" not in m and "pthread_" not in m]
     if len(kept) == len(members):
         return decl
     return f"{head}{{ {' '.join(kept)} ...; }}{tail}"
