@@ -1,5 +1,6 @@
 /* taskgraph._core: module definition, constants, configuration, per-thread state, faults. */
 #include "tgpy.h"
+#include "callbacks.h"
 
 #include <sched.h>
 
@@ -371,6 +372,7 @@ static PyMethodDef methods[] = {
     {"in_serial", in_serial, METH_NOARGS, "Whether this thread is in serial mode."},
     {"current_engine", current_engine, METH_NOARGS,
      "The engine whose task runs on this thread, or None."},
+    {"_in_task", tg_in_task_py, METH_NOARGS, "Whether this thread runs a task (callbacks.c)."},
     {"current_node", current_node, METH_NOARGS,
      "The node whose task runs on this thread, or None."},
     {"cancelled", cancelled, METH_NOARGS,

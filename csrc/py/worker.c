@@ -7,6 +7,7 @@
  * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
  * that reference, and drops it after the finish. */
 #include "tgpy.h"
+#include "callbacks.h"
 
 /* The task running on W (innermost), if it is being traced: its joins are timed. */
 static inline tg_frame *traced_frame(Worker *W) {
@@ -68,6 +69,7 @@ static void finish(Worker *W, NodeObject *n, int final) {
     int ended = W ? tg_pool_finish(W->engine->pool, W->index, &n->t, (tg_state)final, &refused)
                   : tg_pool_finish(NULL, -1, &n->t, (tg_state)final, &refused);
     if (ended) tg_run_ended(RUN_OF(run));
+    tg_callbacks_fire(n); /* n's done callbacks, now that its state is final */
     if (refused) tg_cancel_refused(refused);
 }
 
@@ -148,6 +150,7 @@ void tg_cancel_refused(tg_task *refused) {
         tg_run *run = tg_task_run(t);
         tg_task *more = NULL;
         if (tg_pool_finish(NULL, -1, t, TG_CANCELLED, &more)) tg_run_ended(RUN_OF(run));
+        tg_callbacks_fire(n); /* n's done callbacks, now that its state is final */
         if (more) { /* its successors were refused too: handle them in this loop */
             tg_task *tail = more;
             while (tail->link) tail = tail->link;
