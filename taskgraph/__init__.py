@@ -23,6 +23,7 @@ from taskgraph.compute import compute, gather
 from taskgraph.viz import GraphvizError, visualize
 from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
 from taskgraph.saving import GraphFileError, load, save
+from taskgraph._wait import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION, as_completed, wait
 
 Node = core.Node
 
@@ -32,5 +33,6 @@ __all__ = [
     "gil_enabled", "trace", "Trace", "TaskRecord", "TraceFormatError", "visualize",
     "GraphvizError", "write_trace_files", "current_scheduler", "use_scheduler", "save", "load",
     "GraphFileError", "cancelled", "BrokenSchedulerError",
+    "wait", "as_completed", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
 ]
 __version__ = "0.1.0"

@@ -68,8 +68,8 @@ static void finish(Worker *W, NodeObject *n, int final) {
     tg_run *run = tg_task_run(&n->t); /* read before the finish publishes n */
     int ended = W ? tg_pool_finish(W->engine->pool, W->index, &n->t, (tg_state)final, &refused)
                   : tg_pool_finish(NULL, -1, &n->t, (tg_state)final, &refused);
+    tg_callbacks_fire(n); /* n's done callbacks, now that its state is final (before its run ends) */
     if (ended) tg_run_ended(RUN_OF(run));
-    tg_callbacks_fire(n); /* n's done callbacks, now that its state is final */
     if (refused) tg_cancel_refused(refused);
 }
 
@@ -149,8 +149,9 @@ void tg_cancel_refused(tg_task *refused) {
         tg_node_drop_inputs(n);
         tg_run *run = tg_task_run(t);
         tg_task *more = NULL;
-        if (tg_pool_finish(NULL, -1, t, TG_CANCELLED, &more)) tg_run_ended(RUN_OF(run));
-        tg_callbacks_fire(n); /* n's done callbacks, now that its state is final */
+        int ended = tg_pool_finish(NULL, -1, t, TG_CANCELLED, &more);
+        tg_callbacks_fire(n); /* n's done callbacks, now that its state is final (before its run ends) */
+        if (ended) tg_run_ended(RUN_OF(run));
         if (more) { /* its successors were refused too: handle them in this loop */
             tg_task *tail = more;
             while (tail->link) tail = tail->link;
