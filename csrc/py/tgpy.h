@@ -10,6 +10,8 @@
  *   worker.c    the worker loop and joins: run, skip, finish, spawn, sync children
  *   submit.c    submitting a lazy graph in one call (claim, edges, release)
  *   recorder.c  tracing: the observer that records each task into per-worker C buffers
+ *   callbacks.c the Future protocol on Node: done callbacks, cancelled/running, __await__
+ *   hints.c     clear errors for common mistakes (a Node used as its value, async @task)
  *
  * Ownership of objects that cross threads is documented in docs/design/native.md; the rules
  * each file relies on are repeated next to the fields below. */
