@@ -168,3 +168,25 @@ def test_exception_returns_the_cancelled_error_unlike_concurrent_futures():
     c = add(1, 1)
     c.cancel()
     assert isinstance(c.exception(), tg.CancelledError)
+
+
+def test_exactly_once_when_the_first_callback_races_the_finish():
+    """The race that matters: a node's first callback (which makes its list) added while it
+    finishes. Thousands of nodes are started, then each gets one callback as they finish."""
+    with tg.Scheduler(2) as s, tg.use_scheduler(s):
+        for _ in range(5):
+            nodes = [add(i, 1) for i in range(3000)]
+            calls = {}
+            lock = threading.Lock()
+
+            def cb(node):
+                with lock:
+                    calls[node] = calls.get(node, 0) + 1
+
+            for i in range(0, len(nodes), 20):  # many crossings of adder and finishers
+                batch = nodes[i:i + 20]
+                tg.wait(batch, timeout=0)  # started, not waited for
+                for n in batch:
+                    n.add_done_callback(cb)
+            tg.wait(nodes)  # its own callbacks come after ours on every node
+            assert len(calls) == len(nodes) and set(calls.values()) == {1}
