@@ -294,7 +294,8 @@ class Picture(str):
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         svg = self._repr_svg_()
-        text = self.path if self.path is not None else f"<taskgraph picture: {len(self.source)} chars of Graphviz source>"
+        text = self.path if self.path is not None else (
+            f"<taskgraph picture: {len(self.source)} chars of Graphviz source>")
         return {"image/svg+xml": svg, "text/plain": text} if svg else {"text/plain": text}
 
 
