@@ -110,6 +110,8 @@ def _wait_outside(nodes, timeout, return_when):
         if hit:
             woken.set()
 
+    if _satisfied(finished, nodes, return_when):  # finished since the caller looked
+        return
     try:
         for n in pending:
             n.add_done_callback(on_done)
