@@ -25,6 +25,7 @@ from taskgraph.viz import GraphvizError, visualize
 from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_trace_files
 from taskgraph.saving import GraphFileError, load, save
 from taskgraph._state import State
+from taskgraph._wait import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION, as_completed, wait
 from taskgraph import _hooks
 
 _hooks.install()  # the C extension's exception classes and call-backs, in one explicit call
@@ -37,5 +38,6 @@ __all__ = [
     "gil_enabled", "trace", "Trace", "TaskRecord", "TraceFormatError", "visualize",
     "GraphvizError", "write_trace_files", "current_scheduler", "use_scheduler", "save", "load",
     "GraphFileError", "cancelled", "BrokenSchedulerError", "map", "State",
+    "wait", "as_completed", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
 ]
 __version__ = "0.1.0"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from taskgraph._filekind import foreign_file_hint
 from taskgraph.trace import Trace, TraceFormatError
 from taskgraph.viz import DEFAULT_THRESHOLD, GraphvizError
 
@@ -26,7 +27,7 @@ def _load(path):
     try:
         return Trace.load(path)
     except TraceFormatError as e:
-        raise _CliError(str(e)) from None
+        raise _CliError(foreign_file_hint(path) or str(e)) from None
     except OSError as e:
         raise _CliError(f"cannot read trace {path!r}: {e.strerror or e}") from None
 

@@ -19,7 +19,8 @@ Node = core.Node
 # Record outcomes (a trace record's `state`), as the records spell them.
 _DONE, _FAILED, _CANCELLED = State.DONE.label, State.FAILED.label, State.CANCELLED.label
 
-__all__ = ["draw_trace", "visualize", "GraphvizError", "DEFAULT_THRESHOLD"]
+__all__ = ["draw_trace", "visualize", "plan_graph", "plan_nodes", "svg_of", "Picture", "GraphvizError",
+           "DEFAULT_THRESHOLD"]
 
 #: Above this many tasks, pictures group tasks by function and spawn depth.
 DEFAULT_THRESHOLD = 300
@@ -272,19 +273,66 @@ def _draw_grouped(g, recs, crit, colors):
 
 
 # ---------------------------------------------------------------------- the lazy plan
-def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
+class Picture(str):
+    """What ``tg.visualize`` returns: a ``str`` (the path written, as before; with no path, the
+    SVG markup itself) that a notebook displays as the picture (``_repr_svg_``,
+    ``_repr_mimebundle_``). ``path`` is the file written (or None), ``source`` the Graphviz
+    source, ``svg`` the SVG markup (rendered on first use; ``GraphvizError`` without dot)."""
+
+    def __new__(cls, value, path, source, svg=None):
+        self = super().__new__(cls, value)
+        self.path, self.source, self._svg = path, source, svg
+        return self
+
+    @property
+    def svg(self) -> str:
+        if self._svg is None:
+            self._svg = svg_of(self.source)
+        return self._svg
+
+    def _repr_svg_(self):
+        try:
+            return self.svg
+        except GraphvizError:
+            return None  # the notebook falls back to the text
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        svg = self._repr_svg_()
+        text = self.path if self.path is not None else (
+            f"<taskgraph picture: {len(self.source)} chars of Graphviz source>")
+        return {"image/svg+xml": svg, "text/plain": text} if svg else {"text/plain": text}
+
+
+def svg_of(source: str) -> str:
+    """The SVG markup of a Graphviz source (no file written); ``GraphvizError`` if dot is
+    missing or fails."""
+    try:
+        return graphviz.Source(source).pipe(format="svg").decode("utf-8")
+    except graphviz.ExecutableNotFound:
+        raise GraphvizError(f"Graphviz's 'dot' program was not found: {_INSTALL}") from None
+    except graphviz.CalledProcessError as e:
+        raise GraphvizError(f"dot failed to draw the picture ({e})") from None
+
+
+def visualize(nodes, path=None, *, threshold: int = DEFAULT_THRESHOLD) -> Picture:
     """Draws a task graph (one Node or a list of Nodes and all they depend on) BEFORE it runs,
     like dask's ``visualize``: one box per node (function name and key; finished nodes show
     their state), data edges between them. With more than ``threshold`` nodes they are
-    grouped by function. Format from the suffix; ``GraphvizError`` if dot is missing (the .dot
-    source is written). Works inside and outside workers; it never runs anything."""
-    roots = [nodes] if isinstance(nodes, Node) else (
-        list(nodes) if hasattr(type(nodes), "__iter__") else [nodes])
-    for n in roots:
-        if not isinstance(n, Node):
-            raise TypeError(f"tg.visualize takes a Node or a list of Nodes, got "
-                            f"{type(n).__name__} {n!r:.80}")
-    _check_threshold(threshold)
+    grouped by function. With ``path``: writes it (format from the suffix; ``GraphvizError``
+    if dot is missing, after writing the .dot source) and returns a ``Picture``, a str equal
+    to the path. Without: writes nothing and returns a ``Picture`` holding the SVG markup
+    (``GraphvizError`` if dot is missing). Either displays as the picture in a notebook.
+    Works inside and outside workers; it never runs anything."""
+    g = plan_graph(nodes, threshold)
+    if path is None:
+        svg = svg_of(g.source)
+        return Picture(svg, None, g.source, svg)
+    written = _render(g, path)
+    return Picture(written, written, g.source)
+
+
+def plan_nodes(roots) -> list:
+    """The Nodes under roots (a list of Nodes) and all they depend on, each once, depth first."""
     order, seen = [], set()
     stack = list(reversed(roots))
     while stack:  # iterative: chains of any length
@@ -294,6 +342,20 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
         seen.add(id(n))
         order.append(n)
         stack.extend(reversed(n.dependencies))
+    return order
+
+
+def plan_graph(nodes, threshold: int = DEFAULT_THRESHOLD) -> graphviz.Digraph:
+    """The Graphviz graph of the lazy plan under nodes (see ``visualize``); TypeError and
+    ValueError for bad arguments, as ``visualize``."""
+    roots = [nodes] if isinstance(nodes, Node) else (
+        list(nodes) if hasattr(type(nodes), "__iter__") else [nodes])
+    for n in roots:
+        if not isinstance(n, Node):
+            raise TypeError(f"tg.visualize takes a Node or a list of Nodes, got "
+                            f"{type(n).__name__} {n!r:.80}")
+    _check_threshold(threshold)
+    order = plan_nodes(roots)
     g = graphviz.Digraph("plan", graph_attr={"rankdir": "TB", "fontname": "Helvetica",
                                              "label": f"{len(order)} nodes (not run yet)",
                                              "labelloc": "t", "fontsize": "11"},
@@ -320,4 +382,4 @@ def visualize(nodes, path, *, threshold: int = DEFAULT_THRESHOLD) -> str:
             g.node(gid[name], _text(f"{name}  x{c}"), shape="box3d")
         for (a, b), c in edges.items():
             g.edge(gid[a], gid[b], label=str(c), fontsize="9")
-    return _render(g, path)
+    return g

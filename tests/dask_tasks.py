@@ -129,3 +129,11 @@ def fails_after_spawning(token):
         raise ValueError("the parent fails")
     exc = kid.exception()
     return kid.state, str(exc), type(exc.__cause__).__name__, str(exc.__cause__)
+
+
+@tg.task
+def waits_for_kids(n):
+    """tg.wait and tg.as_completed inside a task on a dask worker: they join."""
+    kids = [add(i, i) for i in range(n)]
+    done, not_done = tg.wait(kids, return_when=tg.FIRST_COMPLETED)
+    return len(done) >= 1, sorted(k.result() for k in tg.as_completed(kids))

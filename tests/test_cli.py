@@ -79,3 +79,26 @@ def test_missing_file_is_a_one_line_error(tmp_path):
     r = run_cli("stats", tmp_path / "nope.tgtrace")
     assert r.returncode == 2
     assert "cannot read trace" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("cmd", ["stats", "show", "timeline"])
+def test_a_chrome_trace_is_named_and_the_trace_file_suggested(trace_file, tmp_path, cmd):
+    """The usual mistake: the timeline JSON that write_trace_files writes beside the trace."""
+    tr = tg.Trace.load(trace_file)
+    paths = tg.write_trace_files(tr, str(tmp_path / "run"), quiet=True)
+    json_path = next(p for p in paths if str(p).endswith(".json"))
+    extra = ["-o", tmp_path / "out.svg"] if cmd == "show" else (
+        ["-o", tmp_path / "out.json"] if cmd == "timeline" else [])
+    r = run_cli(cmd, json_path, *extra)
+    assert r.returncode == 2
+    assert "Chrome/Perfetto trace-event JSON" in r.stderr
+    assert str(tmp_path / "run.tgtrace") in r.stderr and "ui.perfetto.dev" in r.stderr
+    assert len([ln for ln in r.stderr.splitlines() if ln.startswith("taskgraph: error:")]) == 1
+
+
+def test_other_json_is_still_just_not_a_trace(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"a": 1}))
+    r = run_cli("stats", p)
+    assert r.returncode == 2 and "not a taskgraph trace" in r.stderr
+    assert "Chrome" not in r.stderr

@@ -305,3 +305,34 @@ def test_a_cluster_trace_is_read_like_a_local_one(ds, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "67 tasks" in r.stdout
     assert tg.Trace.load(tmp_path / "t.tgtrace").records == recs
+
+
+# ---------------------------------------------------------------- the Future protocol
+def test_wait_as_completed_await_and_callbacks_on_the_cluster(ds):
+    import asyncio
+    seen = []
+    with ds:
+        x = T.add(1, 2)
+        x.add_done_callback(lambda n: seen.append(n.state))
+        assert seen == []  # adding a callback submits nothing
+        done, not_done = tg.wait([x, T.add(x, 1)])
+        assert len(done) == 2 and not not_done and x.result() == 3
+        quick, slow = T.add(2, 2), T.sleeper(0.3)
+        assert [n.result() for n in tg.as_completed([slow, quick])] in ([4, 0.3], [0.3, 4])
+
+        async def main():
+            return await asyncio.gather(T.add(5, 5), T.add(6, 6))
+
+        assert asyncio.run(main()) == [10, 12]
+        late = T.sleeper(1)
+        with pytest.raises(TimeoutError, match="unfinished"):
+            list(tg.as_completed([late], timeout=0.05))
+        assert late.result() == 1  # not cancelled: the work went on
+    for th in threading.enumerate():  # the computes started in the background end with them
+        if th.name == "taskgraph-submit":
+            th.join(60)
+    assert seen == ["done"]
+
+
+def test_wait_inside_a_task_on_the_cluster_joins(ds):
+    assert tg.compute(T.waits_for_kids(4), scheduler=ds) == (True, [0, 2, 4, 6])

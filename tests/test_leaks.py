@@ -156,3 +156,39 @@ def test_many_spawns_and_cancellations_leave_no_node():
                 assert s.compute(parent(n)) == n
     settle()
     assert sum(r() is not None for r in refs) == 0
+
+
+def test_done_callbacks_wait_and_await_leave_no_node():
+    """A callback that refers to its node (a cycle through the node's callback list), one
+    on a node that never runs, one removed, and what tg.wait, tg.as_completed and await
+    register: every node dies, and SHARED's count comes back."""
+    import asyncio
+    base = sys.getrefcount(SHARED)
+    refs = []
+    with tg.Scheduler(2) as s, tg.use_scheduler(s):
+        for i in range(200):
+            ran = leaf(SHARED, i)
+            ran.add_done_callback(lambda n, me=ran: me.key)  # node -> list -> lambda -> node
+            never = leaf(SHARED, i)
+            never.add_done_callback(lambda n, me=never: me)
+            removed = leaf(SHARED, i)
+            cb = removed.add_done_callback
+            removed.add_done_callback(cb)
+            removed.remove_done_callback(cb)
+            waited = [leaf(SHARED, j) for j in range(3)]
+            tg.wait(waited, return_when=tg.FIRST_COMPLETED)
+            tg.wait(waited)
+            listed = list(tg.as_completed([leaf(SHARED, j) for j in range(3)]))
+            awaited = leaf(SHARED, i)
+            assert asyncio.run(_await(awaited)).v == i
+            s.compute(ran, removed)
+            refs.extend(weakref.ref(n) for n in [ran, never, removed, awaited, *waited, *listed])
+            del ran, never, removed, cb, waited, listed, awaited
+    settle()
+    alive = [r() for r in refs if r() is not None]
+    assert alive == [], alive[:5]
+    assert sys.getrefcount(SHARED) <= base + 1
+
+
+async def _await(node):
+    return await node

@@ -358,3 +358,66 @@ def test_an_exception_that_cannot_be_rebuilt_from_its_args_is_still_raised():
         with pytest.raises(Picky) as again:
             n.result()
         assert (again.value.a, again.value.b) == (1, 2)
+
+
+# ---------------------------------------------------------------- hints for common mistakes
+HINT = r"is a taskgraph Node, not its value: call \.result\(\)"
+
+
+@pytest.mark.parametrize("use", [
+    lambda n: n + 1, lambda n: 1 + n, lambda n: n - 1, lambda n: 2 * n, lambda n: n / 2,
+    lambda n: n // 2, lambda n: n % 2, lambda n: n ** 2, lambda n: pow(2, n), lambda n: -n,
+    lambda n: abs(n), lambda n: ~n, lambda n: n & 1, lambda n: n | 1, lambda n: n ^ 1,
+    lambda n: n << 1, lambda n: n >> 1, lambda n: n @ n, lambda n: divmod(n, 2),
+    lambda n: n < 1, lambda n: 1 < n, lambda n: n >= n, lambda n: sorted([n, n]),
+    lambda n: len(n), lambda n: list(n), lambda n: [x for x in n], lambda n: max(n),
+], ids=lambda f: "use")
+def test_using_a_node_as_its_value_says_to_call_result(use):
+    n = add(1, 2)
+    with pytest.raises(TypeError, match=HINT) as e:
+        use(n)
+    assert n.key in str(e.value)
+    assert n.state == "new"  # nothing ran
+
+
+def test_unpacking_a_node_says_to_call_result():
+    with pytest.raises(TypeError, match=HINT):
+        a, b = add(1, 2)
+
+
+def test_in_place_operator_says_to_call_result():
+    total = 0
+    with pytest.raises(TypeError, match=HINT):
+        total += add(1, 2)
+
+
+def test_identity_hash_and_truth_are_kept():
+    a, b = add(1, 2), add(1, 2)
+    assert a == a and a != b and not (a == b)
+    assert {a: 1, b: 2}[a] == 1 and len({a, b, a}) == 2
+    assert bool(a) and (a if a else None) is a  # `if node:` keeps working
+    assert a != 3 and a in [b, a] and a not in [b]
+
+
+def test_other_types_still_combine_with_nodes():
+    """A type whose reflected operators accept Nodes keeps working (its turn comes first)."""
+    class Expr:
+        def __radd__(self, other):
+            return ("radd", other)
+
+        def __gt__(self, other):  # the reflection of other < self
+            return ("gt", other)
+
+    n = add(1, 2)
+    assert n + Expr() == ("radd", n)
+    assert (n < Expr()) == ("gt", n)
+
+
+def test_a_node_is_not_a_number_or_sequence_to_the_c_api():
+    """No nb_int/nb_index/sq_item: timeouts and indexes still refuse a Node plainly."""
+    import operator
+    n = add(1, 2)
+    with pytest.raises(TypeError):
+        operator.index(n)
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        n.result(timeout=n)

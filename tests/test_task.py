@@ -264,3 +264,36 @@ def test_two_threads_initialising_one_blank_task_only_one_wins():
         th.join()
     assert len(errors) == 1
     assert t.fn in (abs, len)
+
+
+# ---------------------------------------------------------------- generator and async functions
+def _gen():
+    yield 1
+
+
+async def _coro():
+    return 1
+
+
+async def _agen():
+    yield 1
+
+
+@pytest.mark.parametrize("fn, kind", [(_gen, "a generator function"),
+                                      (_coro, "an async \\(coroutine\\) function"),
+                                      (_agen, "an async generator function")])
+def test_generator_and_async_functions_are_refused_at_decoration(fn, kind):
+    with pytest.raises(TypeError, match=f"{kind}.*never|{kind}.*without running"):
+        tg.task(fn)
+    with pytest.raises(TypeError, match=kind):
+        tg.Task(fn, name="x")
+    with pytest.raises(TypeError, match=kind):
+        tg.task(functools.partial(fn))
+
+
+def test_a_function_returning_a_generator_is_still_a_task():
+    @tg.task
+    def evens(n):
+        return list(x for x in range(n) if x % 2 == 0)
+
+    assert evens(5).result() == [0, 2, 4]

@@ -1,5 +1,6 @@
 """Pictures: DOT structure of the executed graph, grouping, a rendered SVG, the missing-dot
 path, and the lazy plan."""
+import os
 import re
 import shutil
 import subprocess
@@ -177,3 +178,111 @@ def test_lazy_plan_with_unusual_task_names_draws_cleanly(tmp_path):
     tg.visualize(z, p)
     drawn, stderr = _dot_plain(p.read_text(), tmp_path)
     assert stderr == "" and sorted(drawn) == ["n0", "n1"]
+
+
+# ---------------------------------------------------------------- notebook display
+@tg.task
+def _inc(x):
+    return x + 1
+
+
+@tg.task
+def _boom(msg):
+    raise ValueError(msg)
+
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+
+
+@needs_dot
+def test_visualize_returns_the_path_as_a_displayable_picture(tmp_path):
+    x = _inc(_inc(1))
+    p = tmp_path / "plan.svg"
+    pic = tg.visualize(x, p)
+    assert pic == str(p) and isinstance(pic, str) and pic.path == str(p)  # as before
+    assert p.exists()
+    svg = pic._repr_svg_()
+    texts = [t.text for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
+    assert x.key in texts
+    bundle = pic._repr_mimebundle_()
+    assert bundle["image/svg+xml"] == svg and bundle["text/plain"] == str(p)
+    assert x.state == "new"
+
+
+@needs_dot
+def test_visualize_without_a_path_writes_nothing_and_holds_the_svg(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    x = _inc(1)
+    pic = tg.visualize(x)
+    assert pic.path is None and list(tmp_path.iterdir()) == []
+    assert ET.fromstring(str(pic)).tag.endswith("svg") and pic._repr_svg_() == str(pic)
+
+
+def test_visualize_without_dot_and_without_a_path_raises(monkeypatch):
+    import graphviz
+
+    def missing(*a, **k):
+        raise graphviz.ExecutableNotFound(["dot"])
+    monkeypatch.setattr(graphviz.Source, "pipe", missing)
+    with pytest.raises(tg.GraphvizError, match="install Graphviz"):
+        tg.visualize(_inc(1))
+
+
+def _node_html_tree(node):
+    html = node._repr_html_()
+    return html, ET.fromstring(html)  # well-formed: parses as XML
+
+
+@needs_dot
+def test_node_html_of_a_lazy_graph_is_its_plan_inline():
+    x = _inc(1)
+    y = _inc(x)
+    html, tree = _node_html_tree(y)
+    assert tree.tag == "div" and html.count("<svg") == 1 and "<?xml" not in html
+    texts = [t.text for t in tree.iter("{http://www.w3.org/2000/svg}text")]
+    assert x.key in texts and y.key in texts and "new" in html
+    assert y.state == "new"  # nothing ran
+
+
+def test_node_html_without_dot_lists_the_plan(monkeypatch):
+    import taskgraph._notebook as nb
+
+    def missing(source):
+        raise tg.GraphvizError("no dot")
+    monkeypatch.setattr(nb, "svg_of", missing)
+    x = _inc(1)
+    html, tree = _node_html_tree(_inc(x))
+    assert "<svg" not in html and x.key in html and "install Graphviz" in html
+
+
+def test_node_html_of_finished_nodes():
+    ok = _inc(1)
+    ok.result()
+    html, _ = _node_html_tree(ok)
+    assert "done" in html and "result: 2" in html
+    bad = _boom("<s>")
+    with pytest.raises(ValueError):
+        bad.result()
+    html, _ = _node_html_tree(bad)
+    assert "failed" in html and "ValueError: &lt;s&gt;" in html and "<s>" not in html
+
+
+@needs_dot
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="headless Chromium not installed (Debian package `chromium`)")
+def test_node_html_renders_in_headless_chromium(tmp_path):
+    x = _inc(1)
+    page = tmp_path / "node.html"
+    page.write_text(f"<html><body>{_inc(_inc(x))._repr_html_()}</body></html>")
+    blank = tmp_path / "blank.html"
+    blank.write_text("<html><body></body></html>")
+    shots = []
+    for src in (page, blank):
+        png = tmp_path / f"{src.stem}.png"
+        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                        f"--screenshot={png}", "--window-size=600,500", src.as_uri()],
+                       capture_output=True, timeout=90,
+                       env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})  # asan.sh
+        assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        shots.append(png.stat().st_size)
+    assert shots[0] > shots[1] + 1000  # the picture drew something on the page

@@ -218,6 +218,13 @@ static PyObject *run_task_py(PyObject *mod, PyObject *args) {
     return tg_run_python_body(call, backend, key, where, ready ? t->retry : NULL);
 }
 
+/* _in_task(): whether this thread runs a task (a local worker's, or a backend's). */
+static PyObject *in_task_py(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    tg_tls *tls = &TG_TLS;
+    return PyBool_FromLong((tls->worker && tls->worker->current) || tls->backend);
+}
+
 static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     return PyLong_FromLongLong(tg_live_runs());
@@ -268,6 +275,7 @@ static PyMethodDef methods[] = {
     {"in_serial", in_serial, METH_NOARGS, "Whether this thread is in serial mode."},
     {"current_engine", current_engine, METH_NOARGS,
      "The engine whose task runs on this thread, or None."},
+    {"_in_task", in_task_py, METH_NOARGS, "Whether this thread runs a task (a local worker's, or a backend's)."},
     {"current_node", current_node, METH_NOARGS,
      "The node whose task runs on this thread, or None."},
     {"cancelled", cancelled, METH_NOARGS,

@@ -3,6 +3,8 @@
  * (key, outcome, inputs, cancel requests, children) is in noderec.c. Built by Task (task.c);
  * run by the workers (worker.c) or inline. */
 #include "node.h"
+#include "callbacks.h"
+#include "hints.h"
 
 #include <time.h>
 
@@ -390,6 +392,15 @@ PyDoc_STRVAR(exception_doc,
 "exception(timeout=None): the exception the node finished with (None if it succeeded);\n"
 "waits like result(). A cancelled node returns its CancelledError.");
 
+PyDoc_STRVAR(add_done_callback_doc,
+"add_done_callback(fn): calls fn(node) once when the node finishes (with a result, an\n"
+"exception or cancelled), on the thread that finishes it (a worker, or the thread that\n"
+"cancelled it), or at once in this thread if it has finished already. Callbacks run in the\n"
+"order added. An exception raised by fn goes to sys.unraisablehook (it never reaches the\n"
+"worker). Adding a callback never submits a lazy node: it runs when the node is computed.\n"
+"Keep callbacks short: they run on a worker, as no task (a task called there builds a lazy\n"
+"node). TypeError if fn is not callable.");
+
 static PyMethodDef node_methods[] = {
     {"result", (PyCFunction)(void (*)(void))node_result, METH_FASTCALL | METH_KEYWORDS, result_doc},
     {"exception", (PyCFunction)(void (*)(void))node_exception, METH_FASTCALL | METH_KEYWORDS, exception_doc},
@@ -400,6 +411,17 @@ static PyMethodDef node_methods[] = {
     {"compute", (PyCFunction)(void (*)(void))node_compute, METH_VARARGS | METH_KEYWORDS,
      "Same as taskgraph.compute(self, **kwargs)."},
     {"__reduce__", (PyCFunction)node_reduce, METH_NOARGS, "Nodes cannot be pickled."},
+    {"add_done_callback", (PyCFunction)tg_node_add_done_callback, METH_O, add_done_callback_doc},
+    {"remove_done_callback", (PyCFunction)tg_node_remove_done_callback, METH_O,
+     "remove_done_callback(fn): removes every fn (==) not yet called from the done callbacks; "
+     "returns how many were removed (as asyncio.Future.remove_done_callback)."},
+    {"cancelled", (PyCFunction)tg_node_cancelled, METH_NOARGS,
+     "True if the node finished cancelled (it never ran and never will). Never blocks."},
+    {"running", (PyCFunction)tg_node_running, METH_NOARGS,
+     "True while its task runs (or the node is claimed by a serial or dask run). Never blocks."},
+    {"_repr_html_", (PyCFunction)tg_node_repr_html, METH_NOARGS,
+     "Notebook display: the plan of a graph not yet run (inline SVG), or the state and result "
+     "summary of a finished node."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -415,7 +437,7 @@ static int node_traverse(NodeObject *n, visitproc visit, void *arg) {
     Py_VISIT((PyObject *)tg_node_parent(n));
     Py_VISIT((PyObject *)n->kids);
     Py_VISIT((PyObject *)n->sibling);
-    return 0;
+    return tg_callbacks_traverse(n, visit, arg);
 }
 
 static void clear_kids(NodeObject *n) {
@@ -442,6 +464,7 @@ static int node_clear(NodeObject *n) {
     Py_XDECREF(p);
     clear_kids(n);
     Py_CLEAR(n->sibling);
+    tg_callbacks_clear(n);
     return 0;
 }
 
@@ -479,4 +502,10 @@ PyTypeObject TG_NodeType = {
     .tp_weaklistoffset = offsetof(NodeObject, weakreflist),
     .tp_methods = node_methods,
     .tp_getset = node_getset,
+    .tp_as_async = &tg_node_as_async,
+    .tp_as_number = &tg_node_as_number,
+    .tp_as_sequence = &tg_node_as_sequence,
+    .tp_richcompare = tg_node_richcompare,
+    .tp_hash = tg_node_hash,
+    .tp_iter = tg_node_iter,
 };

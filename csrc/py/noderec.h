@@ -45,6 +45,9 @@ struct NodeObject {
     _Atomic uint8_t cancel;
     PyObject *retry;         /* the task's (retries, retry_on) tuple, or NULL: no retries.
                               * Fixed from creation (strong). */
+    /* Done callbacks: NULL (none added), a list (strong; changed under the node's critical
+     * section) or a marker once they ran. See callbacks.c for the hand-off with the finisher. */
+    _Atomic(PyObject *) callbacks;
     PyObject *weakreflist;
     /* The arguments, inline (one object per node, not two: fewer allocations and fewer
      * objects for the cyclic collector to walk); called with vectorcall straight from here.

@@ -1,6 +1,7 @@
 /* Task: a function made into a task. Calling it builds a Node: lazily outside the workers,
  * spawned onto the worker's deque inside a running task, run at once in serial mode. */
 #include "task.h"
+#include "hints.h"
 
 /* Serial elision: runs the new node now in this thread. */
 static int serial_call(NodeObject *n) {
@@ -170,6 +171,7 @@ static int task_init_once(TaskObject *self, PyObject *args, PyObject *kw) {
         if (!task_ready((TaskObject *)fn)) return -1;
         fn = ((TaskObject *)fn)->fn;
     }
+    if (tg_refuse_async_fn(fn) < 0) return -1; /* a generator or async function (hints.c) */
     PyObject *nm = name == Py_None ? name_of(fn) : Py_NewRef(name);
     if (!nm) return -1;
     if (!PyUnicode_CheckExact(nm) || PyUnicode_GET_LENGTH(nm) == 0) {

@@ -9,6 +9,7 @@
  * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
  * that reference, and drops it after the finish. */
 #include "worker.h"
+#include "callbacks.h"
 
 static void idle_begin(void *ctx) {
     Runner *W = ctx;
@@ -27,11 +28,24 @@ tg_idle_fn tg_idle_begin = idle_begin, tg_idle_end = idle_end;
 
 /* ---------------------------------------------------------------- finishing */
 
+/* n's done callbacks, now that its state is final (before its run ends: whoever waits for the
+ * run sees them done). They run as no task's code: a task called in one builds a lazy node
+ * rather than being spawned into whatever task this worker is nested in. */
+static void fire_callbacks(NodeObject *n) {
+    if (!tg_callbacks_pending(n)) return;
+    Runner *W = TG_TLS.worker;
+    NodeObject *cur = W ? W->current : NULL;
+    if (W) W->current = NULL;
+    tg_callbacks_fire_slow(n);
+    if (W) W->current = cur;
+}
+
 void tg_finish(Runner *W, NodeObject *n, int final) {
     tg_task *refused = NULL;
     tg_run *run = tg_task_run(&n->t); /* read before the finish publishes n */
     int ended = W ? tg_pool_finish(W->pool, W->index, &n->t, (tg_state)final, &refused)
                   : tg_pool_finish(NULL, -1, &n->t, (tg_state)final, &refused);
+    fire_callbacks(n);
     if (ended) tg_run_ended(RUN_OF(run));
     if (refused) tg_cancel_refused(refused);
 }
@@ -108,7 +122,9 @@ void tg_cancel_refused(tg_task *refused) {
         tg_node_drop_inputs(n);
         tg_run *run = tg_task_run(t);
         tg_task *more = NULL;
-        if (tg_pool_finish(NULL, -1, t, TG_CANCELLED, &more)) tg_run_ended(RUN_OF(run));
+        int ended = tg_pool_finish(NULL, -1, t, TG_CANCELLED, &more);
+        fire_callbacks(n);
+        if (ended) tg_run_ended(RUN_OF(run));
         if (more) { /* its successors were refused too: handle them in this loop */
             tg_task *tail = more;
             while (tail->link) tail = tail->link;

@@ -1,0 +1,199 @@
+"""The Future protocol on Node: add_done_callback (order, already done, errors reported,
+exactly once under races), remove_done_callback, cancelled(), running()."""
+import sys
+import threading
+import time
+
+import pytest
+
+import taskgraph as tg
+from future_tasks import add, fail, hold
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@tg.task
+def state_of(box):
+    return box[0].state, box[0].running()
+
+
+def test_callbacks_run_once_in_order_with_the_node(sched):
+    n = add(1, 2)
+    seen = []
+    n.add_done_callback(lambda node: seen.append(("a", node)))
+    n.add_done_callback(lambda node: seen.append(("b", node.result())))
+    assert seen == []  # adding a callback does not submit a lazy node
+    assert n.state == "new"
+    assert sched.compute(n) == 3
+    deadline = time.monotonic() + 30
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert seen == [("a", n), ("b", 3)]
+    time.sleep(0.01)
+    assert len(seen) == 2
+
+
+def test_callback_on_a_finished_node_runs_at_once_in_this_thread():
+    n = add(1, 2)
+    n.result()
+    where = []
+    n.add_done_callback(lambda node: where.append(threading.get_ident()))
+    assert where == [threading.get_ident()]
+
+
+def test_callbacks_see_failed_and_cancelled_nodes(sched):
+    bad, lazy = fail("no"), add(1, 1)
+    states = []
+    bad.add_done_callback(lambda node: states.append((node.state, type(node.exception()))))
+    lazy.add_done_callback(lambda node: states.append((node.state, node.cancelled())))
+    with pytest.raises(ValueError):
+        sched.compute(bad)
+    assert lazy.cancel() is True  # a lazy node cancelled: its callbacks run in this thread
+    deadline = time.monotonic() + 30
+    while len(states) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert sorted(states, key=str) == sorted([("failed", ValueError), ("cancelled", True)], key=str)
+
+
+def test_a_callback_error_is_reported_and_the_rest_still_run(sched, monkeypatch):
+    reports = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reports.append(u))
+    n = add(2, 3)
+    after = []
+
+    def broken(node):
+        raise RuntimeError("callback broke")
+
+    n.add_done_callback(broken)
+    n.add_done_callback(lambda node: after.append(node.result()))
+    assert sched.compute(n) == 5
+    deadline = time.monotonic() + 30
+    while not after and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert after == [5]
+    assert len(reports) == 1
+    assert isinstance(reports[0].exc_value, RuntimeError)
+    assert reports[0].object is broken or "done callback" in str(reports[0].err_msg)
+    assert sched.compute(add(1, 1)) == 2  # the worker is fine
+
+
+def test_a_callback_error_on_a_finished_node_does_not_reach_the_caller(monkeypatch):
+    reports = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reports.append(u))
+    n = add(1, 1)
+    n.result()
+    n.add_done_callback(lambda node: 1 / 0)  # no exception here
+    assert [type(r.exc_value) for r in reports] == [ZeroDivisionError]
+
+
+def test_not_callable_is_refused():
+    with pytest.raises(TypeError, match="callable"):
+        add(1, 1).add_done_callback(42)
+
+
+def test_remove_done_callback():
+    n = add(1, 1)
+    seen = []
+    cb = seen.append
+    n.add_done_callback(cb)
+    n.add_done_callback(cb)
+    n.add_done_callback(lambda node: seen.append("kept"))
+    assert n.remove_done_callback(seen.append) == 2  # equal bound methods: both removed
+    assert n.remove_done_callback(cb) == 0
+    n.result()
+    assert seen == ["kept"]
+    assert n.remove_done_callback(cb) == 0  # finished: nothing left to remove
+
+
+def test_exactly_once_when_adds_race_with_the_finish():
+    """Many threads add callbacks while the node finishes: every callback runs once."""
+    for _ in range(20):
+        ev = threading.Event()
+        with tg.Scheduler(2) as s:
+            n = hold(ev, 7)
+            counts = {}
+            lock = threading.Lock()
+            start = threading.Barrier(8)
+
+            def adder(t):
+                start.wait()
+                for i in range(200):
+                    key = (t, i)
+
+                    def cb(node, key=key):
+                        with lock:
+                            counts[key] = counts.get(key, 0) + 1
+                    n.add_done_callback(cb)
+                    if t == 0 and i == 100:
+                        ev.set()
+
+            threads = [threading.Thread(target=adder, args=(t,)) for t in range(8)]
+            tg.wait([n], timeout=0)  # submitted, not waited for
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            assert n.result() == 7
+        assert len(counts) == 8 * 200
+        assert set(counts.values()) == {1}
+
+
+def test_cancelled_and_running(sched):
+    ev = threading.Event()
+    n = hold(ev)
+    assert not n.cancelled() and not n.running()
+    done, not_done = tg.wait([n], timeout=0)
+    deadline = time.monotonic() + 30
+    while not n.running() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert n.running() and not n.done() and not n.cancelled()
+    ev.set()
+    n.result()
+    assert not n.running() and not n.cancelled()
+    c = add(1, 1)
+    assert c.cancel()
+    assert c.cancelled() and c.done() and not c.running()
+
+
+def test_running_inside_its_own_task(sched):
+    box = []
+    n = state_of(box)
+    box.append(n)
+    assert sched.compute(n) == ("running", True)
+
+
+def test_exception_returns_the_cancelled_error_unlike_concurrent_futures():
+    """The documented choice: exception() of a cancelled node returns its CancelledError
+    (concurrent.futures raises it)."""
+    c = add(1, 1)
+    c.cancel()
+    assert isinstance(c.exception(), tg.CancelledError)
+
+
+def test_exactly_once_when_the_first_callback_races_the_finish():
+    """The race that matters: a node's first callback (which makes its list) added while it
+    finishes. Thousands of nodes are started, then each gets one callback as they finish."""
+    with tg.Scheduler(2) as s, tg.use_scheduler(s):
+        for _ in range(5):
+            nodes = [add(i, 1) for i in range(3000)]
+            calls = {}
+            lock = threading.Lock()
+
+            def cb(node):
+                with lock:
+                    calls[node] = calls.get(node, 0) + 1
+
+            for i in range(0, len(nodes), 20):  # many crossings of adder and finishers
+                batch = nodes[i:i + 20]
+                tg.wait(batch, timeout=0)  # started, not waited for
+                for n in batch:
+                    n.add_done_callback(cb)
+            tg.wait(nodes)
+            # A callback taken out by a finisher may still be running on its worker while a
+            # later one, added after that, ran at once here: look until all came (a lost
+            # one fails after 30 s).
+            deadline = time.monotonic() + 30
+            while len(calls) < len(nodes) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(0.01)  # a callback called twice would show now
+            assert len(calls) == len(nodes) and set(calls.values()) == {1}
