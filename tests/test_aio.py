@@ -62,6 +62,7 @@ def test_await_never_blocks_the_loop(sched):
     assert len(ticks) >= 5
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_wait_for_cancels_the_node(sched):
     ev = threading.Event()
     n = hold(ev)
@@ -84,6 +85,7 @@ def test_wait_for_cancels_the_node(sched):
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_asyncio_timeout_cancels_the_node(sched):
     ev = threading.Event()
 
@@ -104,6 +106,7 @@ def test_asyncio_timeout_cancels_the_node(sched):
     assert n.cancelled() or n.result() is None
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_shield_keeps_the_node_going(sched):
     ev = threading.Event()
 

@@ -39,6 +39,7 @@ def test_all_completed_starts_lazy_nodes(sched):
     assert [n.state for n in nodes] == ["done", "done", "failed"]
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_first_completed_returns_while_others_run(sched):
     ev = threading.Event()
     with tg.use_scheduler(sched):
@@ -49,6 +50,7 @@ def test_first_completed_returns_while_others_run(sched):
         assert tg.wait([slow]).done == {slow}
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_first_exception_and_cancelled_nodes(sched):
     ev = threading.Event()
     with tg.use_scheduler(sched):
@@ -64,6 +66,7 @@ def test_first_exception_and_cancelled_nodes(sched):
         tg.wait([slow])
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_timeout_returns_what_is_done_and_cancels_nothing(sched):
     ev = threading.Event()
     with tg.use_scheduler(sched):
@@ -75,6 +78,7 @@ def test_timeout_returns_what_is_done_and_cancels_nothing(sched):
         assert slow.result() == 3
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_wait_does_not_lose_a_node_finishing_meanwhile(sched):
     """The node finishes while wait() registers itself: it returns anyway."""
     for _ in range(200):
@@ -87,6 +91,7 @@ def test_wait_does_not_lose_a_node_finishing_meanwhile(sched):
         assert done == {n}
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_as_completed_yields_in_completion_order(sched):
     ev = threading.Event()
     with tg.use_scheduler(sched):
@@ -102,6 +107,7 @@ def test_as_completed_yields_in_completion_order(sched):
             next(it)
 
 
+@pytest.mark.thread_unsafe(reason="holds the shared scheduler's workers with blocked tasks: the same test in other threads would queue behind them")
 def test_as_completed_timeout(sched):
     ev = threading.Event()
     with tg.use_scheduler(sched):
