@@ -59,3 +59,24 @@ def run_script(code, timeout=60, args=(), env_extra=None):
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
     return subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code), *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+CHROMIUM = __import__("shutil").which("chromium") or __import__("shutil").which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None,
+                                    reason="headless Chromium not installed (Debian package `chromium`)")
+
+
+def screenshot(page, png, size="1200,2400", timeout=180):
+    """Renders the HTML file `page` with headless Chromium into `png` and returns its bytes
+    (asserting a PNG was written). Chromium runs without this process's LD_PRELOAD (the
+    AddressSanitizer runtime that tools/asan.sh preloads would make it crawl)."""
+    import os
+    import subprocess
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                        f"--window-size={size}", f"--screenshot={png}", page.as_uri()],
+                       capture_output=True, text=True, timeout=timeout,
+                       env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return data

@@ -1,7 +1,6 @@
 """Trace.report, Trace._repr_html_ and `taskgraph report` (taskgraph._report): one
 self-contained HTML file with its sections; rendered by headless Chromium when one is
 installed."""
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -9,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 
 import taskgraph as tg
-from helpers import fib
+from helpers import fib, needs_chromium, screenshot
 
 pytestmark = [pytest.mark.timeout(180),
               pytest.mark.thread_unsafe(reason="opens traces, which record every task of the process")]
@@ -116,21 +115,11 @@ def test_cli_report(traces, tmp_path):
     assert r.returncode == 0 and "--baseline" in r.stdout
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian package chromium)")
+@needs_chromium
 def test_report_renders_in_headless_chromium(traces, tmp_path):
     one, two, d = traces
     two.report(tmp_path / "r.html", baseline=one)
-    shot = tmp_path / "r.png"
-    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--window-size=1200,2400", f"--screenshot={shot}",
-                        (tmp_path / "r.html").as_uri()],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    data = screenshot(tmp_path / "r.html", tmp_path / "r.png")
     assert len(data) > 20_000  # a page with drawings, not a blank one
 
 

@@ -1,6 +1,5 @@
 """Pictures: DOT structure of the executed graph, grouping, a rendered SVG, the missing-dot
 path, and the lazy plan."""
-import os
 import re
 import shutil
 import subprocess
@@ -9,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import taskgraph as tg
-from helpers import fib
+from helpers import fib, needs_chromium, screenshot
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -268,8 +267,7 @@ def test_node_html_of_finished_nodes():
 
 
 @needs_dot
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="headless Chromium not installed (Debian package `chromium`)")
+@needs_chromium
 def test_node_html_renders_in_headless_chromium(tmp_path):
     x = _inc(1)
     page = tmp_path / "node.html"
@@ -278,11 +276,5 @@ def test_node_html_renders_in_headless_chromium(tmp_path):
     blank.write_text("<html><body></body></html>")
     shots = []
     for src in (page, blank):
-        png = tmp_path / f"{src.stem}.png"
-        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                        f"--screenshot={png}", "--window-size=600,500", src.as_uri()],
-                       capture_output=True, timeout=90,
-                       env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})  # asan.sh
-        assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        shots.append(png.stat().st_size)
+        shots.append(len(screenshot(src, tmp_path / f"{src.stem}.png", size="600,500")))
     assert shots[0] > shots[1] + 1000  # the picture drew something on the page
