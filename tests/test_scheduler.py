@@ -1,4 +1,5 @@
 """The Scheduler: lifecycle (threads, close, closed errors), idle CPU, memory release, the GIL."""
+import collections
 import gc
 import random
 import sys
@@ -499,3 +500,46 @@ def test_multiprocessing_fork_children_compute_after_the_parent_started_a_schedu
     assert r.returncode == 0, r.stdout + r.stderr
     assert "parent: 1" in r.stdout
     assert "children: [2, 3, 4]" in r.stdout, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------- nodes of another scheduler
+def test_nodes_of_another_scheduler_are_waited_for_not_joined_and_values_flow():
+    """A node running on scheduler B, awaited inside a task of scheduler A, is waited for (A's
+    worker cannot run B's tasks); a node finished on A is a plain value on B; computing on B a
+    node A is running waits for A's result (each node runs once)."""
+    gate = threading.Event()
+    runs = collections.Counter()
+
+    @tg.task
+    def add(a, b=0):
+        return a + b
+
+    @tg.task
+    def held(x):
+        runs["held"] += 1
+        gate.wait(30)
+        return x * 10
+
+    box = {}
+
+    @tg.task
+    def awaits():
+        return box["h"].result() + 1  # B's node: waited for, not joined
+
+    with tg.Scheduler(workers=1) as a, tg.Scheduler(workers=1) as b:
+        h = box["h"] = held(4)
+        on_b = threading.Thread(target=lambda: b.compute(h))
+        on_b.start()
+        while h.state != "running":
+            gate.wait(0.001)
+        waiter = awaits()
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("a", a.compute(waiter)))
+        th.start()
+        also = threading.Thread(target=lambda: out.setdefault("a2", a.compute(h)))
+        also.start()
+        gate.set()
+        th.join(30), also.join(30), on_b.join(30)
+        assert out == {"a": 41, "a2": 40} and runs["held"] == 1
+        assert b.compute(add(h, 2)) == 42  # finished on B, used on B and A alike
+        assert a.compute(add(h, 3)) == 43
