@@ -168,7 +168,9 @@ def add(a, b):
     return a + b
 
 with tg.Scheduler(workers=2) as s:
-    forkjoin = s.compute(fib(24, cutoff=12))
+    with tg.trace() as tr:                 # a traced compute, then stats(): GIL still off
+        forkjoin = s.compute(fib(24, cutoff=12))
+    assert len(tr.records) > 1 and s.stats()
     x = add(1, 2)
     lazy = tg.compute(x, add(x, 10), scheduler=s)
 print(json.dumps({
