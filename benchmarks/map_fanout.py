@@ -58,13 +58,17 @@ busy_t = tg.task(busy, name="busy")
 
 def units_for(us):
     """The k for which busy(k) takes about `us` microseconds of this thread's CPU time (CPU
-    time, not wall time: on a loaded machine the wall time measures the other programs)."""
-    k = 2000
-    t0 = time.thread_time()
-    for _ in range(100):
-        busy(k)
-    per = (time.thread_time() - t0) / 100 / k
-    return max(1, round(us * 1e-6 / per))
+    time, not wall time: on a loaded machine the wall time measures the other programs).
+    Calibrated at the target size itself, a few rounds after a warm-up: busy's cost per unit
+    is not the same for every k (small ints are cached, the interpreter specialises)."""
+    k = 100
+    for _ in range(4):
+        t0 = time.thread_time()
+        for _ in range(300):
+            busy(k)
+        per_call = (time.thread_time() - t0) / 300
+        k = max(1, round(k * us * 1e-6 / per_call))
+    return k
 
 
 def worker_cpu(s):

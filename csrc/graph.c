@@ -17,7 +17,7 @@ void (*tg_test_after_seal)(tg_task *t);
 /* Marks a successor list that its task has finished: nobody may add edges any more. */
 #define TG_SEALED ((tg_edge *)(uintptr_t)1)
 
-int tg_task_claim(tg_task *t, tg_run *run) {
+static int claim(tg_task *t, tg_run *run, int covered) {
     int expect = TG_NEW;
     /* acq_rel CAS: exactly one claimer wins; pairs with other claimers' CAS. */
     if (!atomic_compare_exchange_strong_explicit(&t->state, &expect, TG_PENDING,
@@ -26,6 +26,7 @@ int tg_task_claim(tg_task *t, tg_run *run) {
     /* Relaxed: see tg_task_run. */
     atomic_store_explicit(&t->run, run, memory_order_relaxed);
     t->worker = -1;
+    t->covered = (uint8_t)covered; /* plain: published with the task, like the stores below */
     /* Relaxed: nothing is published yet; the push that publishes the task (release store of
      * the deque's bottom, or the injector's lock) orders these stores for the runner. The other
      * fields (succ, poisoned, final, thief) are zero from allocation and must not be reset
@@ -33,9 +34,13 @@ int tg_task_claim(tg_task *t, tg_run *run) {
     atomic_store_explicit(&t->deps, 1, memory_order_relaxed);
     /* Relaxed: the decrement in tg_task_finish is acq_rel and comes later in modification
      * order (the task cannot finish before it is published). */
-    atomic_fetch_add_explicit(&run->live, 1, memory_order_relaxed);
+    if (!covered) atomic_fetch_add_explicit(&run->live, 1, memory_order_relaxed);
     return 1;
 }
+
+int tg_task_claim(tg_task *t, tg_run *run) { return claim(t, run, 0); }
+
+int tg_task_claim_child(tg_task *t, tg_run *run) { return claim(t, run, 1); }
 
 int tg_task_claim_inline(tg_task *t) {
     int expect = TG_NEW;
@@ -107,7 +112,9 @@ int tg_task_release_hold(tg_task *t) {
 }
 
 int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task *), void *ctx) {
-    tg_run *run = tg_task_run(t);
+    /* Both read before the state store below: a joiner that sees it may free the task. A
+     * covered child leaves its run alone: its parent (or a hold) keeps the run from ending. */
+    tg_run *run = t->covered ? NULL : tg_task_run(t);
     /* Relaxed: published by the release half of the exchange below. */
     atomic_store_explicit(&t->final, final, memory_order_relaxed);
     /* acq_rel exchange: acquire pairs with the release CAS of every tg_task_depend that added
@@ -136,7 +143,7 @@ int tg_task_finish(tg_task *t, tg_state final, void (*ready)(void *ctx, tg_task 
         }
         e = next;
     }
-    if (!run) return 0; /* claimed inline: no run */
+    if (!run) return 0; /* claimed inline (no run), or a covered child */
     /* acq_rel: the thread that takes live to 0 sees every other finish of the run. */
     return atomic_fetch_sub_explicit(&run->live, 1, memory_order_acq_rel) == 1;
 }

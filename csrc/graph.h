@@ -41,7 +41,8 @@ struct tg_pool;
 
 /* A run is one compute() call: the tasks it submitted and everything they spawn. */
 typedef struct tg_run {
-    _Atomic int64_t live;      /* claimed tasks of this run not finished yet (+ submitter holds) */
+    _Atomic int64_t live;      /* claimed tasks of this run not finished yet, except children
+                                * covered by their parent (tg_task_claim_child), + holds */
     _Atomic int32_t cancelled; /* set once: tasks of this run that have not started never run */
     int32_t pad;
     struct tg_pool *pool;      /* the pool its tasks are released into (NULL: inline only) */
@@ -61,7 +62,8 @@ typedef struct tg_task {
     uint8_t stolen;           /* 1 = taken from another worker's deque (set at hand-out,
                                * or by the thief of a batch; 0 at creation) */
     _Atomic uint8_t interest; /* TG_WANTED / TG_DECIDED bits (tg_task_want, tg_task_run_skips) */
-    uint8_t pad;
+    uint8_t covered;          /* 1 = not counted in its run's live (tg_task_claim_child): set by
+                               * the claim before the task is published, read by its finisher */
     _Atomic(tg_edge *) succ;  /* successors; TG_SEALED once finished */
     _Atomic(tg_run *) run;    /* set by the claim (relaxed: see tg_task_run) */
     struct tg_task *link;     /* for a list owned by whoever holds the task (pool.c's refused
@@ -87,6 +89,12 @@ typedef enum {
 /* Claims a NEW task for run: exactly one caller gets 1 (the task becomes PENDING with the hold
  * set and counts as live in run), every other caller gets 0 (it was claimed already). */
 int tg_task_claim(tg_task *t, tg_run *run);
+/* Claims a NEW task for run as a child covered by its parent: like tg_task_claim, but the task
+ * is not counted in run->live, so its claim and finish touch no line shared with other workers
+ * (Cilk's and rayon's fork-join). The caller promises that a task of the same run, counted or
+ * covered in turn, stays unfinished until this one has finished (its parent, which syncs its
+ * children before it finishes), or else holds the run (tg_run_hold) until then. */
+int tg_task_claim_child(tg_task *t, tg_run *run);
 /* Claims a NEW task to be run at once by the caller, outside any pool (serial elision): 1 if
  * claimed (the task is RUNNING), 0 if someone else claimed it. Finish it with
  * tg_task_finish; its run is NULL, so no run's live count is involved. */

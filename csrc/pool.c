@@ -278,7 +278,7 @@ static tg_push push_local(tg_pool *p, int w, tg_task *t) {
 }
 
 tg_push tg_pool_spawn(tg_pool *p, int w, tg_task *t, tg_run *run) {
-    if (!tg_task_claim(t, run)) return TG_PUSH_TAKEN;
+    if (!tg_task_claim_child(t, run)) return TG_PUSH_TAKEN;
     stat_inc(&p->w[w], TG_STAT_SPAWNED);
     tg_task_release_hold(t); /* no dependencies: always ready */
     return push_local(p, w, t);

@@ -76,9 +76,10 @@ void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end);
  * prove that a wake-up in that window is not lost. NULL removes the probe. */
 void tg_pool_set_park_probe(tg_pool *p, void (*probe)(void *ctx, int w), void *ctx);
 
-/* Claims t for run (run->pool == p) and pushes it onto worker w's own deque. Only from worker
- * w's thread. TG_PUSH_QUEUED, TG_PUSH_TAKEN (claimed already) or TG_PUSH_NOMEM (claimed,
- * ready, not queued). */
+/* Claims t for run (run->pool == p) as a child covered by the task running on worker w
+ * (tg_task_claim_child: that task finishes only after t, or holds the run) and pushes it onto
+ * worker w's own deque. Only from worker w's thread. TG_PUSH_QUEUED, TG_PUSH_TAKEN (claimed
+ * already) or TG_PUSH_NOMEM (claimed, ready, not queued). */
 tg_push tg_pool_spawn(tg_pool *p, int w, tg_task *t, tg_run *run);
 /* Drops the hold of a claimed task (after its tg_task_depend calls); if that makes it ready,
  * pushes it onto worker w's own deque (only from worker w's thread). */

@@ -193,3 +193,54 @@ def test_close_while_a_task_waits_in_a_join_ends_everything():
     t.join(10)
     assert not t.is_alive()
     assert errors and isinstance(errors[0], (tg.CancelledError, tg.SchedulerClosedError))
+
+
+def test_a_sync_cut_short_by_close_still_holds_the_compute_until_its_children_end():
+    """Spawned children are covered by their parent, not counted in the run (no shared counter
+    on the fork-join path): when close() cuts the parent's sync short, the parent holds the run
+    until the queues are drained, so compute() never returns while a child still runs."""
+    started, release = threading.Event(), threading.Event()
+    kids = []
+
+    @tg.task
+    def slow():
+        started.set()
+        release.wait(10)
+        return 1
+
+    @tg.task
+    def quick(i):
+        return i
+
+    @tg.task
+    def parent():
+        kids.append(slow())
+        started.wait(10)  # the other worker has taken it
+        kids.extend(quick(i) for i in range(50))
+        return "parent"  # the sync joins the children: cut short by close()
+
+    s = tg.Scheduler(workers=2)
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(s.compute(parent()))
+        except BaseException as e:  # noqa: BLE001 - recorded for the assertion
+            outcome.append(e)
+        outcome.append([k.done() for k in kids])
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert started.wait(10)
+    closer = threading.Thread(target=s.close)
+    closer.start()
+    deadline = time.monotonic() + 10
+    while not s._engine.is_shutdown and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.2)  # the parent's join sees the shutdown while `slow` still runs
+    release.set()
+    closer.join(10)
+    t.join(10)
+    assert not t.is_alive() and not closer.is_alive()
+    assert outcome[-1] == [True] * len(kids), "compute returned before every child ended"
+    assert kids[0].result() == 1  # the running child finished normally

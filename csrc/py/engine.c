@@ -201,6 +201,7 @@ static PyObject *engine_drain(EngineObject *e, PyObject *unused) {
     if (!first) Py_RETURN_NONE;
     tg_task *t;
     while (tg_pool_drain(e->pool, &t)) tg_drain_one(&e->workers[0], t);
+    tg_runs_release_drain_holds(&e->reg); /* children of syncs cut short are finished now */
     tg_observer_detach(e->obs); /* its workers are gone: trace_start/stop skip them */
     Py_RETURN_NONE;
 }

@@ -2,9 +2,10 @@
  * (or, if it has dependencies, is submitted with its edges); a join refuses what could never
  * return and otherwise runs other work until the node is done (tg_join_wait, worker.c).
  *
- * Ownership (docs/design/native.md): a claimed node carries one strong reference for the core
- * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
- * that reference, and drops it after the finish. */
+ * Ownership (docs/design/native.md): a node claimed by tg_submit carries one strong reference
+ * for the core, which the worker handed the node drops after the finish. A child spawned here
+ * without dependencies is covered by its parent (tg_task_claim_child) and carries none: the
+ * parent's `kids` list holds it until its runner has retired it (noderec.h). */
 #include "join.h"
 
 /* ---------------------------------------------------------------- spawning and joining */
@@ -17,11 +18,10 @@ int tg_spawn(Runner *W, NodeObject *n) {
     }
     tg_node_set_parent(n, parent);
     atomic_store_explicit(&n->owner, W->engine, memory_order_relaxed); /* see noderec.h */
-    tg_add_kid(parent, n);
-    Py_INCREF(n); /* the core's reference, until the node is finished */
+    tg_add_kid(parent, n); /* also the reference that keeps it alive in flight: it is covered */
     tg_push r;
     if (tg_fault(TG_FAULT_SPAWN)) { /* as if the deque could not grow */
-        tg_task_claim(&n->t, prun);
+        tg_task_claim_child(&n->t, prun);
         tg_task_release_hold(&n->t);
         r = TG_PUSH_NOMEM;
     } else {
@@ -34,7 +34,7 @@ int tg_spawn(Runner *W, NodeObject *n) {
     tg_set_failing(n, PyErr_GetRaisedException());
     tg_node_drop_inputs(n);
     tg_finish(W, n, TG_FAILED);
-    Py_DECREF(n);
+    tg_node_retire(n, 1);
     return 0;
 }
 

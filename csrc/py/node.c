@@ -174,7 +174,8 @@ static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
 
 /* n's outcome was just read. If that happened in the task that spawned n, on its thread (the
  * only one that touches its list of children), the first few entries of the list are looked
- * at: n and those that finished with a result (no sync needs them) are forgotten: a loop that spawns, joins and drops one child at a time (with or without Node
+ * at: n and those that finished with a result (no sync needs them) are forgotten, once their
+ * runner has retired them (tg_kid_retired): a loop that spawns, joins and drops one child at a time (with or without Node
  * arguments, which add the argument nodes as children too) keeps about one alive, not the up
  * to 64 that tg_add_kid's pruning (worker.c) would. n itself lives on while the caller holds
  * it. */
@@ -187,7 +188,8 @@ static void forget_read_kid(NodeObject *n) {
     NodeObject **link = &p->kids;
     for (int i = 0; i < 4 && *link; i++) {
         NodeObject *k = *link;
-        if (k != n && tg_task_state(&k->t) != TG_DONE) {
+        /* A covered child still held by its runner (not retired yet) stays on the list. */
+        if ((k != n && tg_task_state(&k->t) != TG_DONE) || !tg_kid_retired(k)) {
             link = &k->sibling;
             continue;
         }
@@ -469,6 +471,9 @@ static int node_clear(NodeObject *n) {
 }
 
 static void node_dealloc(NodeObject *n) {
+    /* Invariant: a covered child's parent holds it until its runner has retired it
+     * (noderec.h); freed before, its runner would touch freed memory. */
+    if (!tg_kid_retired(n)) Py_FatalError("taskgraph: a spawned node was freed before its worker let go of it");
     PyObject_GC_UnTrack((PyObject *)n);
     /* The trashcan bounds the C stack when a long chain of nodes is freed at once (a lazy
      * chain of 100,000 nodes, each holding the previous one in its arguments). */

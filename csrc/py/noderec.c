@@ -211,7 +211,7 @@ int tg_node_cancel_requested(NodeObject *n) {
 
 /* Add n to parent's children (a strong reference). At powers of two from 64 children,
  * children that no sync needs any more are forgotten: finished with a result, or finished
- * and their outcome read. So a task that spawns and joins many children in a loop, with or
+ * and their outcome read, and retired by their runner (tg_kid_retired). So a task that spawns and joins many children in a loop, with or
  * without Node arguments (tg_submit links those here too), keeps a bounded number alive. */
 void tg_add_kid(NodeObject *parent, NodeObject *n) {
     n->sibling = parent->kids;
@@ -223,7 +223,8 @@ void tg_add_kid(NodeObject *parent, NodeObject *n) {
         NodeObject *k = *link;
         int st = tg_task_state(&k->t);
         /* Relaxed `seen`: set by whoever read the outcome, usually this thread. */
-        if (st == TG_DONE || (st > TG_DONE && atomic_load_explicit(&k->seen, memory_order_relaxed))) {
+        if ((st == TG_DONE || (st > TG_DONE && atomic_load_explicit(&k->seen, memory_order_relaxed))) &&
+            tg_kid_retired(k)) {
             *link = k->sibling;
             k->sibling = NULL;
             parent->nkids--;

@@ -43,6 +43,11 @@ struct NodeObject {
      * (TG_CANCEL_RUNNING: its task may stop early; its children not started never run).
      * Relaxed: a request; the skip that acts on it is ordered by tg_task_cancel. */
     _Atomic uint8_t cancel;
+    /* A covered child (spawned without dependencies: t.covered) carries no reference of its
+     * own for the core: its parent's `kids` list holds it in flight. Its runner stores 1 here
+     * (release) after its last touch of the node, past the finish; the parent drops its
+     * reference only after seeing it (acquire, tg_kid_retired). */
+    _Atomic uint8_t retired;
     PyObject *retry;         /* the task's (retries, retry_on) tuple, or NULL: no retries.
                               * Fixed from creation (strong). */
     /* Done callbacks: NULL (none added), a list (strong; changed under the node's critical
@@ -109,5 +114,18 @@ PyObject *tg_node_inputs(NodeObject *n);
 void tg_node_clear_args(NodeObject *n);
 /* Adds n (just claimed by parent's thread) to parent's children; prunes finished ones. */
 void tg_add_kid(NodeObject *parent, NodeObject *n);
+/* The runner of n is done with it (see `retired`): called last, after its finish, for a
+ * covered child; no-op for others. `covered` is n->t.covered read before the finish. */
+static inline void tg_node_retire(NodeObject *n, int covered) {
+    /* Release: pairs with the acquire load in tg_kid_retired; every access of the runner to
+     * n happens before the parent lets go of it. */
+    if (covered) atomic_store_explicit(&n->retired, 1, memory_order_release);
+}
+/* Whether the parent may drop its reference to child k: k is not a covered child, or its
+ * runner has retired it. Only for a finished k (or one never handed out). */
+static inline int tg_kid_retired(NodeObject *k) {
+    /* Acquire: pairs with tg_node_retire. */
+    return !k->t.covered || atomic_load_explicit(&k->retired, memory_order_acquire);
+}
 
 #endif

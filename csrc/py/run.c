@@ -135,6 +135,43 @@ void tg_runs_break(tg_runs *e, PyObject *reason) {
     PyErr_SetRaisedException(exc);
 }
 
+void tg_run_hold_until_drain(RunObject *run, NodeObject *kids) {
+    tg_run_hold(&run->r); /* the run is live: a task of it is running here */
+    NodeObject *tail = kids;
+    while (tail && tail->sibling) tail = tail->sibling;
+    pthread_mutex_lock(&run->engine->mu);
+    run->drain_holds++;
+    if (tail) {
+        tail->sibling = run->drain_kids;
+        run->drain_kids = kids;
+    }
+    pthread_mutex_unlock(&run->engine->mu);
+}
+
+void tg_runs_release_drain_holds(tg_runs *e) {
+    int n;
+    RunObject **runs = tg_runs_active(e, &n);
+    if (!runs) Py_FatalError("taskgraph: out of memory releasing the runs held for the drain");
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&e->mu);
+        int holds = runs[i]->drain_holds;
+        NodeObject *kids = runs[i]->drain_kids;
+        runs[i]->drain_holds = 0;
+        runs[i]->drain_kids = NULL;
+        pthread_mutex_unlock(&e->mu);
+        while (kids) { /* every runner has returned: nobody touches them any more */
+            NodeObject *next = kids->sibling;
+            kids->sibling = NULL;
+            Py_DECREF(kids);
+            kids = next;
+        }
+        for (int k = 0; k < holds; k++)
+            if (tg_run_release(&runs[i]->r)) tg_run_ended(runs[i]);
+        Py_DECREF(runs[i]);
+    }
+    free(runs);
+}
+
 /* Removes run from the registry (its end). */
 static void forget_run(tg_runs *e, RunObject *run) {
     pthread_mutex_lock(&e->mu);

@@ -34,6 +34,8 @@ struct RunObject {
      * task of this run checks its ancestors before it starts. Relaxed: a hint; seen late, a
      * child of a cancelled task may start, and its task can still check tg.cancelled(). */
     _Atomic int cancel_running;
+    int drain_holds;        /* holds of syncs cut short by the shutdown (engine->mu) */
+    NodeObject *drain_kids; /* their children (strong, through `sibling`; engine->mu) */
 };
 
 #define RUN_OF(run) ((RunObject *)((char *)(run) - offsetof(RunObject, r)))
@@ -65,6 +67,16 @@ void tg_run_cancel_with(RunObject *run, PyObject *reason, PyObject *error);
 int tg_runs_add(tg_runs *e, RunObject *run);
 /* The active runs, as new references (count in *n), or NULL (*n = -1: out of memory). */
 RunObject **tg_runs_active(tg_runs *e, int *n);
+/* A task's sync was cut short by its engine's shutdown: the task finishes while children it
+ * spawned (covered by it: not counted in the run, no reference of the core; join.c) may still
+ * run or wait in a queue. Holds the run open, and keeps `kids` (the task's list of children,
+ * strong references through `sibling`, taken over), until the engine has drained its queues,
+ * so that neither the run nor a child is freed before its runner is done with it. Called by
+ * a task of the run while it runs. */
+void tg_run_hold_until_drain(RunObject *run, NodeObject *kids);
+/* After the drain (every worker returned, the queues emptied): lets go of those holds and
+ * children, ending the runs that were waiting only for them. */
+void tg_runs_release_drain_holds(tg_runs *e);
 /* An internal failure (reason: str, borrowed): marks the engine broken, like BrokenThreadPool.
  * Every active run is cancelled with BrokenSchedulerError(reason) as its error, and new
  * computes raise it; close() still works. The first reason stays. Never raises. */

@@ -5,11 +5,15 @@
  * cancelled) by the worker that took it. The trace observer (recorder.h) is called around
  * each task and in the idle hooks.
  *
- * Ownership (docs/design/native.md): a claimed node carries one strong reference for the core
- * (taken at claim, in tg_spawn / submit.c); the worker that is handed the node owns it and
- * that reference, and drops it after the finish. */
+ * Ownership (docs/design/native.md): a node claimed by tg_submit carries one strong reference
+ * for the core; the worker that is handed the node owns it and that reference, and drops it
+ * after the finish. A covered child (spawned without dependencies, join.c) carries none: its
+ * parent's `kids` list holds it, and its runner retires it after the finish instead
+ * (tg_node_retire), after which the parent may let go (wait_retired). */
 #include "worker.h"
 #include "callbacks.h"
+
+#include <sched.h>
 
 static void idle_begin(void *ctx) {
     Runner *W = ctx;
@@ -217,6 +221,16 @@ PyObject *tg_stack_error(NodeObject *n, const char *doing) {
     return err ? err : tg_memory_error();
 }
 
+/* Waits until the runner of finished child k has retired it (noderec.h): a covered child's
+ * runner stores the state, then may still run its done callbacks, before its last touch.
+ * Detached while waiting (a callback may stop the world for a collection). */
+static void wait_retired(NodeObject *k) {
+    if (tg_kid_retired(k)) return;
+    Py_BEGIN_ALLOW_THREADS
+    while (!tg_kid_retired(k)) sched_yield();
+    Py_END_ALLOW_THREADS
+}
+
 /* Implicit sync at the end of a task (Cilk's sync, rayon's scope): the task finishes only
  * after every child it spawned. If it failed, children not started yet are cancelled first.
  * A child that failed and whose outcome nobody read makes the task fail with that error (no
@@ -258,6 +272,10 @@ static void sync_kids(Runner *W, tg_body *b) {
         if (tg_task_state(&k->t) < TG_DONE && !never_runs_pending(k))
             closed = tg_join_wait(W, k, 0) == TG_FIND_SHUTDOWN;
     for (NodeObject *k = kids; k; k = k->sibling) tg_body_child(b, k); /* unread failures */
+    if (closed) { /* cut short: children may still run, or wait in a queue, after we finish */
+        tg_run_hold_until_drain(RUN_OF(tg_task_run(&n->t)), kids);
+        return;
+    }
     /* Dropping the children may run finalizers: not as part of this task (a task they call
      * would be spawned into it after its sync). */
     NodeObject *cur = W->current;
@@ -265,6 +283,7 @@ static void sync_kids(Runner *W, tg_body *b) {
     while (kids) {
         NodeObject *next = kids->sibling;
         kids->sibling = NULL;
+        wait_retired(kids);
         Py_DECREF(kids);
         kids = next;
     }
@@ -374,8 +393,10 @@ static void execute(Runner *W, NodeObject *n) {
     rs.attempt = b.attempts - 1;
     if (rs.timed && tg_rec_end(W->watch, &rs, n, final) < 0) observer_failed(W, n);
     drop_inputs_detached(W, n);
+    int covered = n->t.covered; /* read before the finish: n may be let go after it */
     tg_finish(W, n, final);
-    Py_DECREF(n); /* the core's reference */
+    if (covered) tg_node_retire(n, 1); /* its parent's reference keeps it: our last touch */
+    else Py_DECREF(n); /* the core's reference */
 }
 
 /* Finishes node n, handed to W with skip set, as cancelled. */
@@ -385,8 +406,10 @@ static void skip(Runner *W, NodeObject *n) {
     n->value = cancel_error(n);
     if (rs.timed && tg_rec_end(W->watch, &rs, n, TG_CANCELLED) < 0) observer_failed(W, n);
     drop_inputs_detached(W, n);
+    int covered = n->t.covered; /* read before the finish: n may be let go after it */
     tg_finish(W, n, TG_CANCELLED);
-    Py_DECREF(n); /* the core's reference */
+    if (covered) tg_node_retire(n, 1); /* its parent's reference keeps it: our last touch */
+    else Py_DECREF(n); /* the core's reference */
 }
 
 /* An injected fault stops worker W between two tasks (its thread ends: work() raises). */

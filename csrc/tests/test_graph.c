@@ -244,13 +244,42 @@ static void test_inline(void) {
     printf("ok inline claims\n");
 }
 
+/* A covered child (tg_task_claim_child) never touches its run's live count: the run ends
+ * with its parent's finish, and a child finishing after the state store reads nothing of the
+ * task (a joiner may reuse its memory at once). */
+static void test_covered_child(void) {
+    tg_task parent, kid, succ;
+    memset(&parent, 0, sizeof parent);
+    memset(&kid, 0, sizeof kid);
+    memset(&succ, 0, sizeof succ);
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    CHECK(tg_task_claim(&parent, &run) == 1 && tg_run_live(&run) == 1, "parent counted");
+    CHECK(tg_task_claim_child(&kid, &run) == 1 && tg_run_live(&run) == 1, "child not counted");
+    CHECK(tg_task_claim_child(&kid, &run) == 0 && tg_task_claim(&kid, &run) == 0, "claimed once");
+    CHECK(tg_task_run(&kid) == &run && tg_task_state(&kid) == TG_PENDING, "child of the run");
+    CHECK(tg_task_claim(&succ, &run) == 1 && tg_run_live(&run) == 2, "a consumer is counted");
+    CHECK(tg_task_depend(&succ, &kid) == TG_DEP_WAIT, "the consumer waits for the child");
+    CHECK(tg_task_release_hold(&kid) == 1 && tg_task_start(&kid) == 1, "child runs");
+    int n = 0;
+    CHECK(tg_task_finish(&kid, TG_DONE, count_only, &n) == 0 && n == 0, "child finish: no run end");
+    CHECK(tg_run_live(&run) == 2, "live untouched by the child");
+    tg_task_release_hold(&parent);
+    tg_task_start(&parent);
+    CHECK(tg_task_finish(&parent, TG_DONE, count_only, &n) == 0, "the consumer is still live");
+    CHECK(tg_task_release_hold(&succ) == 1 && tg_task_start(&succ) == 1, "the consumer is ready");
+    CHECK(tg_task_finish(&succ, TG_DONE, count_only, &n) == 1 && tg_run_live(&run) == 0, "run ended");
+    printf("ok covered children\n");
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
+    test_covered_child();
     test_claim_race();
     test_edges_race_finish();
     test_poison_and_run_end();
     test_inline();
     test_cancel_races_start();
-    printf("graph: 5 passed, 0 failed\n");
+    printf("graph: 6 passed, 0 failed\n");
     return 0;
 }

@@ -30,6 +30,23 @@ def test_a_task_is_claimed_once_and_counts_as_live_in_its_run(ffi, lib):
     assert ffi.string(lib.tg_state_name(99)) == b"invalid"
 
 
+def test_a_covered_child_leaves_its_runs_live_count_alone(ffi, lib, on_ready):
+    """A child claimed with tg_task_claim_child is covered by its parent: neither its claim nor
+    its finish touches run->live (no line shared between workers), so the run ends with the
+    last counted task."""
+    run = ffi.new("tg_run *")
+    parent, kid = ffi.new("tg_task *"), ffi.new("tg_task *")
+    assert lib.tg_task_claim(parent, run) == 1 and lib.tg_run_live(run) == 1
+    assert lib.tg_task_claim_child(kid, run) == 1 and lib.tg_run_live(run) == 1
+    assert lib.tg_task_claim_child(kid, run) == 0 and lib.tg_task_run(kid) == run
+    assert lib.tg_task_release_hold(kid) == 1 and lib.tg_task_start(kid) == 1
+    assert lib.tg_task_finish(kid, lib.TG_DONE, lib.tgtest_ready, ffi.NULL) == 0
+    assert lib.tg_run_live(run) == 1
+    lib.tg_task_release_hold(parent), lib.tg_task_start(parent)
+    assert lib.tg_task_finish(parent, lib.TG_DONE, lib.tgtest_ready, ffi.NULL) == 1
+    assert lib.tg_run_live(run) == 0
+
+
 def test_finishing_a_predecessor_releases_its_successor_once(ffi, lib, on_ready):
     run = ffi.new("tg_run *")
     a, b = ffi.new("tg_task *"), ffi.new("tg_task *")
