@@ -13,7 +13,9 @@ Three figures per worker count P, all from the executed graph of the trace:
 
 The costs are measured from the trace itself (``costs``): what a worker spends per task outside
 the tasks' own time, and how long a stolen task waited between becoming available and starting
-on its thief. Work inflation (tasks running slower side by side) is not predicted: compare two
+on its thief; and on this machine (``shared_rmw_ns``): what one atomic read-modify-write costs
+on a cache line that another core writes, which the simulation charges for the RMWs on the
+run's shared line (taskgraph._simulate). Work inflation (tasks running slower side by side) is not predicted: compare two
 traces with Trace.inflation for that.
 """
 from __future__ import annotations
@@ -23,9 +25,10 @@ import statistics
 from typing import NamedTuple
 
 from taskgraph._analysis import analyse
+from taskgraph._native import core
 from taskgraph._simulate import graph_of, simulate
 
-__all__ = ["Prediction", "costs", "burdened_span", "predict", "DEFAULT_WORKERS"]
+__all__ = ["Prediction", "costs", "burdened_span", "predict", "shared_rmw_ns", "DEFAULT_WORKERS"]
 
 DEFAULT_WORKERS = (1, 2, 4, 8, 16, 32, 64)
 SEEDS = 3
@@ -96,6 +99,19 @@ def costs(records) -> dict:
             "steals": len(waits), "steal_measured": measured}
 
 
+_shared_rmw = []
+
+
+def shared_rmw_ns() -> float:
+    """Nanoseconds per atomic increment of a counter that two threads take turns incrementing
+    (core.contended_rmw_ns): the best of 3 runs of 20,000 turns, measured once per process
+    (about 10 ms; on a machine running other programs the best run is the one least held up
+    by them)."""
+    if not _shared_rmw:
+        _shared_rmw.append(min(core.contended_rmw_ns(20_000) for _ in range(3)))
+    return _shared_rmw[0]
+
+
 def burdened_span(records, per_steal) -> int:
     return analyse(records, burden=round(per_steal))["span"] if records else 0
 
@@ -115,13 +131,16 @@ def _check_workers(workers):
 
 def predict(tr, workers=DEFAULT_WORKERS, seeds=SEEDS, measured=None) -> list[Prediction]:
     """The Predictions of trace tr for each worker count. ``measured``: costs to use instead of
-    the trace's own (a dict like ``costs`` returns). ``seeds=0``: no simulation (simulated is
+    the trace's own (a dict like ``costs`` returns, optionally with ``per_shared``: else
+    shared_rmw_ns() is measured). ``seeds=0``: no simulation (simulated is
     None)."""
     ws = _check_workers(workers)
     recs = tr.records
     if not recs:
         raise ValueError("predict: the trace is empty (no tasks recorded)")
-    c = measured or costs(recs)
+    c = dict(measured or costs(recs))
+    if "per_shared" not in c:
+        c["per_shared"] = shared_rmw_ns() if seeds else 0.0
     T1, Tinf = tr.work, tr.span
     if T1 <= 0:
         raise ValueError("predict: the trace has no work (every task's own time is 0)")
@@ -130,7 +149,8 @@ def predict(tr, workers=DEFAULT_WORKERS, seeds=SEEDS, measured=None) -> list[Pre
 
     def sim(p):
         return statistics.fmean(simulate(g, p, per_task=c["per_task"], per_steal=c["per_steal"],
-                                         per_attempt=c["per_task"], seed=s) for s in range(seeds))
+                                         per_attempt=c["per_task"], per_shared=c["per_shared"],
+                                         seed=s) for s in range(seeds))
     base = sim(1) if seeds else None
     out = []
     for p in ws:

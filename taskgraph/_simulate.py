@@ -9,8 +9,16 @@ pops its own deque (newest first), then takes a root task from the shared queue,
 oldest task of a random other worker. A task whose data dependencies are all done is pushed
 onto the deque of the worker that finished the last one. Costs: ``per_task`` ns for every task
 run (what the trace shows outside the tasks' own time), ``per_steal`` ns for a successful
-steal, ``per_attempt`` ns for a steal attempt that finds the victim's deque empty. A worker
-that finds no work anywhere sleeps until a task is pushed.
+steal, ``per_attempt`` ns for a steal attempt that finds the victim's deque empty, and
+``per_shared`` ns for each atomic read-modify-write on the one cache line that every worker
+writes: the run's count of live tasks, which a *counted* task (a root, or a task with data
+dependencies) increments when it is claimed and decrements when it finishes (children spawned
+without dependencies are covered by their parent and never touch it: docs/design/scheduler.md).
+That line is one resource: an RMW by the worker that wrote it last costs nothing extra; any
+other waits for the line to be free, then moves it and holds it ``per_shared`` ns, so many
+workers claiming and finishing counted tasks at once queue for it. On one worker the line never
+moves. A worker that finds no work anywhere sleeps until a task is
+pushed.
 """
 from __future__ import annotations
 
@@ -38,6 +46,9 @@ class Graph:
             for d in self.deps[i]:
                 self.dependents[d].append(i)
         self.roots = [i for i in range(n) if not has_parent[i] and not self.deps[i]]
+        # Counted in the run's live count (claimed by a submission): roots and tasks with data
+        # dependencies; a child spawned without dependencies is covered by its parent.
+        self.counted = [not has_parent[i] or bool(self.deps[i]) for i in range(n)]
         # A child with data dependencies waits for them too: it is pushed when both its parent
         # spawned it and its dependencies are done.
         self.waits = [len(self.deps[i]) + has_parent[i] for i in range(n)]
@@ -57,7 +68,7 @@ def graph_of(records) -> Graph:
 
 
 def simulate(g: Graph, workers: int, *, per_task=0.0, per_steal=0.0, per_attempt=0.0,
-             seed=0) -> float:
+             per_shared=0.0, seed=0) -> float:
     """The simulated makespan (ns) of g on ``workers`` workers."""
     n = len(g.own)
     if n == 0:
@@ -76,6 +87,17 @@ def simulate(g: Graph, workers: int, *, per_task=0.0, per_steal=0.0, per_attempt
     waiter = {}                            # task -> the worker joining it that sleeps
     heap = [(0.0, w, w) for w in range(P)]  # (clock, order, worker): ties go in turn
     seq = [P]
+    counted = g.counted if P > 1 and per_shared > 0 else [False] * n
+    line = [0.0, -1]                       # the shared line: when it is next free, who has it
+
+    def shared_rmw(w):
+        """One RMW of worker w on the shared line: free if w wrote it last (it is still in w's
+        cache); else wait for the line, move it to w and hold it per_shared ns."""
+        if line[1] == w:
+            return
+        start = max(clock[w], line[0])
+        clock[w] = line[0] = start + per_shared
+        line[1] = w
 
     def wake(w):
         seq[0] += 1
@@ -135,6 +157,8 @@ def simulate(g: Graph, workers: int, *, per_task=0.0, per_steal=0.0, per_attempt
             st[-1][1] = j
             if j == len(ch):  # every child joined: the task ends
                 st.pop()
+                if counted[t]:
+                    shared_rmw(w)  # its finish decrements the run's live count
                 done[t] = True
                 left -= 1
                 s = waiter.pop(t, None)
@@ -159,6 +183,8 @@ def simulate(g: Graph, workers: int, *, per_task=0.0, per_steal=0.0, per_attempt
                 continue
             st.append([got, -1])
         t = st[-1][0]  # start it: its own work, then push its children
+        if counted[t]:
+            shared_rmw(w)  # its claim incremented the run's live count
         clock[w] += per_task + g.own[t]
         st[-1][1] = 0
         for c in g.children[t]:

@@ -2,6 +2,7 @@
  * constants' registration. */
 #include "task.h" /* the layer below the module; with it every header of csrc/py/ */
 #include "rules.h" /* the one task runner's functions for other backends */
+#include "../contend.h"
 
 #include <sched.h>
 
@@ -230,6 +231,23 @@ static PyObject *live_runs(PyObject *mod, PyObject *unused) {
     return PyLong_FromLongLong(tg_live_runs());
 }
 
+/* contended_rmw_ns(rounds): tg_contended_rmw_ns (csrc/contend.h), detached meanwhile. */
+static PyObject *contended_rmw_ns(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    long rounds = PyLong_AsLong(arg);
+    if (rounds == -1 && PyErr_Occurred()) return NULL;
+    if (rounds < 1 || rounds > 100000000L) {
+        PyErr_Format(PyExc_ValueError, "contended_rmw_ns: rounds must be from 1 to 10**8, got %ld", rounds);
+        return NULL;
+    }
+    double ns;
+    Py_BEGIN_ALLOW_THREADS
+    ns = tg_contended_rmw_ns(rounds);
+    Py_END_ALLOW_THREADS
+    if (ns < 0) return PyErr_Format(PyExc_RuntimeError, "contended_rmw_ns: could not start a thread");
+    return PyFloat_FromDouble(ns);
+}
+
 static PyObject *check_owner(PyObject *mod, PyObject *node) {
     (void)mod;
     if (!Node_Check(node)) {
@@ -287,6 +305,10 @@ static PyMethodDef methods[] = {
     {"trace_stop", tg_trace_stop, METH_NOARGS,
      "Detaches the recorders (waiting for any record being written) and returns them."},
     {"_live_runs", live_runs, METH_NOARGS, "Run objects alive (tests only)."},
+    {"contended_rmw_ns", contended_rmw_ns, METH_O,
+     "contended_rmw_ns(rounds) -> nanoseconds per atomic increment of a counter that two "
+     "threads take turns incrementing, `rounds` times each (the cost of a read-modify-write on "
+     "a cache line another core writes: Trace.predict's simulator charges it)."},
     {"_run_task", run_task_py, METH_VARARGS,
      "_run_task(task, call, backend, key, where) -> call()'s value, run as every backend runs "
      "a task: retried per task's policy, each call followed by backend.sync(failing) (which "
