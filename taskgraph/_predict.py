@@ -129,17 +129,22 @@ def _check_workers(workers):
     return ws
 
 
-def predict(tr, workers=DEFAULT_WORKERS, seeds=SEEDS, measured=None) -> list[Prediction]:
+def predict(tr, workers=DEFAULT_WORKERS, seeds=SEEDS, measured=None, shared=None) -> list[Prediction]:
     """The Predictions of trace tr for each worker count. ``measured``: costs to use instead of
-    the trace's own (a dict like ``costs`` returns, optionally with ``per_shared``: else
-    shared_rmw_ns() is measured). ``seeds=0``: no simulation (simulated is
+    the trace's own (a dict like ``costs`` returns). ``shared``: ns per RMW on the run's shared
+    line (None: shared_rmw_ns(), measured on this machine). ``seeds=0``: no simulation (simulated is
     None)."""
     ws = _check_workers(workers)
     recs = tr.records
     if not recs:
         raise ValueError("predict: the trace is empty (no tasks recorded)")
+    if shared is not None and not (isinstance(shared, (int, float)) and not isinstance(shared, bool)
+                                   and 0 <= shared < float("inf")):
+        raise ValueError(f"predict: shared_rmw_ns must be a number of nanoseconds >= 0, got {shared!r}")
     c = dict(measured or costs(recs))
-    if "per_shared" not in c:
+    if shared is not None:
+        c["per_shared"] = float(shared)
+    elif "per_shared" not in c:
         c["per_shared"] = shared_rmw_ns() if seeds else 0.0
     T1, Tinf = tr.work, tr.span
     if T1 <= 0:

@@ -184,14 +184,17 @@ class Trace:
         alike."""
         return _inflation.inflation(self, baseline)
 
-    def predict(self, workers=_predict.DEFAULT_WORKERS) -> list:
+    def predict(self, workers=_predict.DEFAULT_WORKERS, *, shared_rmw_ns=None) -> list:
         """The predicted speed-up on each worker count: a list of ``Prediction(workers, lower,
         upper, simulated)``. upper = min(P, parallelism); lower from the burdened span (the
         span plus the measured cost of a steal on every spawn and data edge); simulated: a
         simulation of randomized work stealing over the recorded graph with the costs measured
-        from this trace. ValueError for an empty trace, a trace without work, or worker counts
-        that are not ints from 1 to 4096. Work inflation is not predicted."""
-        return _predict.predict(self, workers)
+        from this trace, and ``shared_rmw_ns`` for each atomic read-modify-write on the run's
+        shared line (None: measured on this machine, once per process; give the figure of the
+        machine you predict for). ValueError for an empty trace, a trace without work, worker
+        counts that are not ints from 1 to 4096, or a negative shared_rmw_ns. Work inflation
+        is not predicted."""
+        return _predict.predict(self, workers, shared=shared_rmw_ns)
 
     def report(self, path, baseline: "Trace | None" = None) -> str:
         """Writes one self-contained HTML file (no network): summary, a timeline per worker,

@@ -10,6 +10,11 @@ from taskgraph._simulate import Graph, graph_of, simulate
 MS = 1_000_000
 
 
+# The simulation charges the cost of a contended atomic, measured on this machine unless
+# given; a loaded machine inflates it, so the logic tests give it (40 ns, a quiet figure here).
+SHARED = 40.0
+
+
 def rec(key, start, own, *, parent=None, deps=(), worker=0, stolen=False, end=None, name="t"):
     return tg.TaskRecord(key=key, name=name, worker=worker, scheduler=1, start=start,
                          end=start + own if end is None else end, own=own, parent=parent,
@@ -38,22 +43,22 @@ def tree(depth, own=MS // 10):
 
 
 def test_chain_predicts_one():
-    for p in chain(20).predict((1, 2, 8, 64)):
+    for p in chain(20).predict((1, 2, 8, 64), shared_rmw_ns=SHARED):
         assert p.upper == pytest.approx(1.0)
         # a hair under 1 on P > 1: a link taken by another worker moves the run's shared line
-        assert p.simulated == pytest.approx(1.0, rel=1e-3) and p.simulated <= 1.0
+        assert p.simulated == pytest.approx(1.0, rel=1e-4) and p.simulated <= 1.0
         assert 0 < p.lower <= 1.0
 
 
 @pytest.mark.parametrize("P", [1, 2, 4, 8])
 def test_independent_equal_tasks_predict_P(P):
-    preds = independent(P).predict((P,))
+    preds = independent(P).predict((P,), shared_rmw_ns=SHARED)
     assert preds[0].upper == pytest.approx(P)
     assert preds[0].simulated == pytest.approx(P, rel=0.02)
 
 
 def test_more_tasks_than_workers_and_monotone():
-    preds = tree(9).predict()
+    preds = tree(9).predict(shared_rmw_ns=SHARED)
     assert [p.workers for p in preds] == [1, 2, 4, 8, 16, 32, 64]
     sims = [p.simulated for p in preds]
     assert sims[0] == 1.0
@@ -149,7 +154,7 @@ def test_the_shared_line_queues_counted_tasks_not_covered_children():
     assert simulate(fan, 64, per_shared=cost) <= 2 * cost + n + 1  # only the root's two RMWs
 
 
-def test_the_contended_rmw_cost_is_measured_on_this_machine():
+def test_the_contended_rmw_cost_is_measured_on_this_machine_or_given():
     from taskgraph._native import core
     from taskgraph._predict import shared_rmw_ns
     ns = shared_rmw_ns()
@@ -158,3 +163,9 @@ def test_the_contended_rmw_cost_is_measured_on_this_machine():
     for bad in (0, -1, 10**9):
         with pytest.raises(ValueError, match="rounds"):
             core.contended_rmw_ns(bad)
+    tr = chain(3)
+    free = tr.predict((2,), shared_rmw_ns=0)[0].simulated
+    assert tr.predict((2,), shared_rmw_ns=1e6)[0].simulated < free  # a 1 ms line: slower
+    for bad in (-1, float("nan"), "40", True):
+        with pytest.raises(ValueError, match="shared_rmw_ns"):
+            tr.predict((2,), shared_rmw_ns=bad)
