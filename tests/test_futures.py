@@ -197,3 +197,44 @@ def test_exactly_once_when_the_first_callback_races_the_finish():
                 time.sleep(0.001)
             time.sleep(0.01)  # a callback called twice would show now
             assert len(calls) == len(nodes) and set(calls.values()) == {1}
+
+
+@tg.task
+def _small(i):
+    return sum(range(i % 50))
+
+
+@tg.task
+def _spawn_with_callbacks(n, counts, lock, slow_every):
+    """Spawns n children and adds a done callback to each at once, racing with the thief that
+    finishes them; every slow_every-th callback sleeps, so the parent's sync waits for a child
+    whose runner is still in its callbacks (the retire hand-off, docs/design/native.md)."""
+    kids = []
+    for i in range(n):
+        k = _small(i)
+
+        def cb(node, i=i):
+            if i % slow_every == 0:
+                time.sleep(0.002)
+            with lock:
+                counts[i] = counts.get(i, 0) + 1
+        k.add_done_callback(cb)
+        kids.append(k)
+    return sum(k.result() for k in kids)
+
+
+def test_callbacks_on_spawned_children_run_once_and_the_parent_waits_for_their_runner(sched):
+    """A child spawned inside a task is covered by its parent (no reference of the core): its
+    runner may still be running its callbacks when the parent syncs, and the parent must not
+    let go of it before. Every callback runs exactly once; nothing is freed early (the ASan
+    run of this test, and node_dealloc's check, would show it)."""
+    n = 300
+    for _ in range(5):
+        counts, lock = {}, threading.Lock()
+        assert sched.compute(_spawn_with_callbacks(n, counts, lock, 7)) == sum(
+            sum(range(i % 50)) for i in range(n))
+        # A spawned child's callbacks may still be running when the compute returns.
+        deadline = time.monotonic() + 30
+        while len(counts) < n and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(counts) == n and set(counts.values()) == {1}
