@@ -18,6 +18,7 @@ Constants (task states, stat names, result codes, the trace record's layout) com
 """
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 import warnings
@@ -32,6 +33,9 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
     ) from e
 
 __all__ = ["core", "GILWarning", "gil_enabled", "FREE_THREADED_BUILD"]
+
+#: Where the documentation lives (a wheel does not ship docs/): messages link there.
+_DOCS = "https://github.com/taskgraph-ft/taskgraph/blob/main/README.md"
 
 #: True when this interpreter was built with --disable-gil (3.13t, 3.14t, ...).
 FREE_THREADED_BUILD = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -58,14 +62,30 @@ def _check_gil() -> None:
                "the GIL on)")
     else:
         why = f"this CPython {sys.version.split()[0]} is a GIL build"
-        fix = ("use a free-threaded CPython (3.13t or newer); `make setup` provides one in "
-               ".venv")
+        fix = ("install taskgraph into a venv of a free-threaded CPython, 3.13t or newer (the "
+               "interpreter named python3.13t or python3.14t; uv, pyenv and the python.org "
+               "installers provide one: " + _DOCS + "#use-it-in-your-project)")
     warnings.warn(
         f"taskgraph: the GIL is enabled: {why}. Tasks run correctly but one at a time, so there "
         f"is no parallel speed-up. To fix: {fix}.",
         GILWarning,
-        stacklevel=3,
+        stacklevel=_importer_level(),
     )
+
+
+def _importer_level() -> int:
+    """The stacklevel of the first frame outside taskgraph: the user's import line (the
+    import machinery's frames are skipped by warnings itself, and not counted)."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    level, f = 1, sys._getframe(2)  # stacklevel 1 is _check_gil, whose caller is f
+    while f is not None:
+        name = f.f_code.co_filename
+        if not ("importlib" in name and "_bootstrap" in name):  # as warnings skips them
+            level += 1
+            if not os.path.abspath(name).startswith(here):
+                break
+        f = f.f_back
+    return level
 
 
 _check_gil()

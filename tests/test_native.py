@@ -109,3 +109,21 @@ def test_gil_on_warns_once_with_the_fix():
     assert "no parallel speed-up" in r.stderr
     assert "To fix" in r.stderr
     assert "cffi" not in r.stderr and "launcher" not in r.stderr
+    # written for pip users: no contributor's command, and the docs by URL (no docs/ in a wheel)
+    assert "make setup" not in r.stderr and ".venv" not in r.stderr
+    if not FREE_THREADED_BUILD:
+        assert "https://" in r.stderr and "python3.13t" in r.stderr
+
+
+def test_gil_warning_points_at_the_users_import_line(tmp_path):
+    """The GILWarning names the user's own import line (its file and line), not a file of
+    taskgraph: whichever taskgraph module is imported first."""
+    env = _clean_env()
+    args = [sys.executable, "-W", "always"] + (["-X", "gil=1"] if FREE_THREADED_BUILD else [])
+    for line in ("import taskgraph as tg", "from taskgraph import task", "import taskgraph.cli"):
+        script = tmp_path / "mine.py"
+        script.write_text(f"import sys\n{line}\n")
+        r = subprocess.run(args + [str(script)], capture_output=True, text=True, env=env,
+                           timeout=60, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert f"{script}:2: GILWarning:" in r.stderr, (line, r.stderr)
