@@ -10,6 +10,7 @@ the parent's own work), and a task ends after its own time and after all its chi
 """
 from __future__ import annotations
 
+from taskgraph._links import WORK_SPAN
 from taskgraph._state import State
 from taskgraph._trace_record import RETRIED
 
@@ -79,20 +80,29 @@ def _ms(ns):
     return f"{ns / 1e6:.3f} ms"
 
 
-def summary(records, a, workers, wall):
-    """Trace.summary()'s text, from the records and their analysis `a` (analyse)."""
+def summary(records, a, workers, wall, pool=None):
+    """Trace.summary()'s text, from the records and their analysis `a` (analyse): `workers`
+    is how many workers ran tasks, `pool` how many the schedulers had (None: not known, as in
+    traces saved before it was recorded)."""
     if not records:
         return "taskgraph trace: no tasks recorded"
-    P = workers
+    P = max(pool or 0, workers)
     par = a["work"] / a["span"] if a["span"] else 1.0
+    achieved = a["work"] / wall if wall else 0.0
+    bound = min(P, par)
+    who = (f"on {P} worker{'s' if P != 1 else ''}" if P == workers else
+           f"on a pool of {P} workers, {workers} of which ran tasks")
     lines = [
-        f"taskgraph trace: {len(records)} tasks on {P} worker(s), wall {_ms(wall)}",
+        f"taskgraph trace: {len(records)} tasks {who}, wall {_ms(wall)}",
         f"  work  T1     {_ms(a['work'])}   (sum of the tasks' own time)",
-        f"  span  T_inf  {_ms(a['span'])}   (critical path: {len(a['path'])} tasks)",
+        f"  span  T_inf  {_ms(a['span'])}   (critical path: {len(a['path'])} task{'s' if len(a['path']) != 1 else ''})",
         f"  parallelism  T1/T_inf = {par:.2f}",
-        f"  speed-up bound min(P, T1/T_inf) = {min(P, par):.2f}; achieved T1/wall = "
-        f"{a['work'] / wall if wall else 0:.2f}",
+        f"  speed-up bound min(P, T1/T_inf) = {bound:.2f}; achieved T1/wall = {achieved:.2f}",
     ]
+    if achieved > bound * 1.05 and bound < P:
+        lines.append("  (achieved is above the bound: the span is overestimated here; it counts "
+                     "each task's own work before its children start, and these tasks worked "
+                     f"while their children ran: {WORK_SPAN})")
     by_lane = {}
     for r in records:
         d = by_lane.setdefault(r.lane, [0, 0, 0])

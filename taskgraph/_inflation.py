@@ -4,12 +4,19 @@ The work of a trace is the sum of its tasks' own times (taskgraph._analysis). Ru
 program on 1 worker and on P workers: if the P-worker trace has more work, the tasks ran slower
 when they ran at the same time (contention on shared objects, memory bandwidth, a lock inside
 a library), and no scheduler can get that back. docs/performance.md, "Work inflation".
+
+Own times are wall-clock: a worker that loses its core to another process is charged the wait.
+So a trace records the machine's load when its block closes (``meta["load"]``, the 1-minute
+load average, and ``meta["cpus"]``), and the inflation's flag says so when either trace was
+recorded on a machine with more runnable threads than CPUs.
 """
 from __future__ import annotations
 
 from collections import Counter
 
-__all__ = ["FLAG", "inflation", "by_name", "inflation_lines"]
+from taskgraph._links import WALL_CLOCK_CAVEAT, WORK_INFLATION
+
+__all__ = ["FLAG", "inflation", "by_name", "inflation_lines", "flag_text", "load_note"]
 
 FLAG = 1.2  # inflation above this is flagged in summaries and reports
 
@@ -75,10 +82,31 @@ def inflation_lines(tr, baseline, limit=8) -> list[str]:
     if len(rows) > limit:
         lines.append(f"  ... {len(rows) - limit} more task names")
     if total > FLAG or any(x > FLAG for *_, x in rows):
-        lines.append(f"  inflation above {FLAG}x: the tasks ran slower side by side (shared "
-                     "objects, a lock, memory bandwidth); see docs/performance.md, "
-                     "\"Work inflation\"")
+        lines.append(f"  {flag_text(tr, baseline)}")
     return lines
+
+
+def load_note(tr, baseline) -> str | None:
+    """What the machine's load says about an inflation, or None when neither trace was
+    recorded on a machine busier than its CPUs (or the traces do not say)."""
+    busy = []
+    for what, t in (("this trace", tr), ("the baseline", baseline)):
+        load, cpus = t.meta.get("load"), t.meta.get("cpus")
+        if isinstance(load, (int, float)) and isinstance(cpus, int) and cpus > 0 and load > cpus:
+            busy.append(f"{what} at load average {load:.1f} on {cpus} CPUs")
+    if not busy:
+        return None
+    return (f"the machine was busy ({' and '.join(busy)}): own times are wall-clock, so a worker "
+            "that lost its core to another process was charged the wait, and part of this "
+            f"inflation may be that: compare runs on a quiet machine ({WALL_CLOCK_CAVEAT})")
+
+
+def flag_text(tr, baseline) -> str:
+    """The words of the inflation's flag (summary and report)."""
+    text = (f"inflation above {FLAG}x: the tasks ran slower side by side (shared objects, a "
+            f"lock, memory bandwidth); see {WORK_INFLATION}")
+    note = load_note(tr, baseline)
+    return f"{text}. But {note}" if note else text
 
 
 def summary_lines(tr, baseline=None) -> list[str]:
@@ -97,7 +125,7 @@ def summary_lines(tr, baseline=None) -> list[str]:
         lines += inflation_lines(tr, baseline)
     hz = hazards_for(r.name for r in tr.records)
     if hz:
-        lines.append("  possible contention (docs/performance.md, \"Work inflation\"): workers "
-                     "calling one shared non-module-level function write its reference count:")
+        lines.append(f"  possible contention ({WORK_INFLATION}): workers calling one shared "
+                     "non-module-level function write its reference count:")
         lines += [f"    {h}" for h in hz]
     return lines

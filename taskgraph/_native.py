@@ -23,6 +23,8 @@ import sys
 import sysconfig
 import warnings
 
+from taskgraph._links import README_INSTALL
+
 try:
     from taskgraph import _core as core
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
@@ -33,9 +35,6 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
     ) from e
 
 __all__ = ["core", "GILWarning", "gil_enabled", "FREE_THREADED_BUILD"]
-
-#: Where the documentation lives (a wheel does not ship docs/): messages link there.
-_DOCS = "https://github.com/taskgraph-ft/taskgraph/blob/main/README.md"
 
 #: True when this interpreter was built with --disable-gil (3.13t, 3.14t, ...).
 FREE_THREADED_BUILD = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -64,7 +63,7 @@ def _check_gil() -> None:
         why = f"this CPython {sys.version.split()[0]} is a GIL build"
         fix = ("install taskgraph into a venv of a free-threaded CPython, 3.13t or newer (the "
                "interpreter named python3.13t or python3.14t; uv, pyenv and the python.org "
-               "installers provide one: " + _DOCS + "#use-it-in-your-project)")
+               "installers provide one: " + README_INSTALL + ")")
     warnings.warn(
         f"taskgraph: the GIL is enabled: {why}. Tasks run correctly but one at a time, so there "
         f"is no parallel speed-up. To fix: {fix}.",

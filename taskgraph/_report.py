@@ -37,6 +37,11 @@ def _e(s):
     return html.escape(str(s), quote=True)
 
 
+def _link(escaped):
+    """Escaped text with its URLs made into links."""
+    return re.sub(r"(https://[^\s<>\"')]+)", r'<a href="\1">\1</a>', escaped)
+
+
 def _ms(ns):
     return f"{ns / 1e6:.3f} ms"
 
@@ -191,9 +196,8 @@ def _inflation_section(tr, baseline):
         f"<tr><td>{_e(n)}</td><td>{k}</td><td>{_ms(w)}</td><td>{_ms(bw)}</td>"
         f"<td{' class=flag' if f > _inflation.FLAG else ''}>{f:.2f}x</td></tr>"
         for n, k, w, bw, f in _inflation.by_name(tr, baseline))
-    flag = (f'<p class="flag">Inflation above {_inflation.FLAG}x: the tasks ran slower side by '
-            'side (shared objects, a lock in a library, memory bandwidth); see '
-            'docs/performance.md, "Work inflation".</p>' if x > _inflation.FLAG else "")
+    flag = (f'<p class="flag">{_link(_e(_inflation.flag_text(tr, baseline)))}</p>'
+            if x > _inflation.FLAG else "")
     return (f"<p>Work {_ms(tr.work)} on {tr.workers} worker(s) against {_ms(baseline.work)} "
             f"on {baseline.workers} in the baseline: <b>{x:.2f}x</b>.</p>{flag}"
             "<table><tr><th>task</th><th>tasks</th><th>work here</th><th>work baseline</th>"
@@ -205,7 +209,7 @@ def render(tr, baseline=None) -> str:
     if not tr.records:
         body = '<section id="summary"><h2>Summary</h2><p>No tasks recorded.</p></section>'
     else:
-        secs = [("summary", "Summary", f"<pre>{_e(tr.summary(baseline))}</pre>"),
+        secs = [("summary", "Summary", f"<pre>{_link(_e(tr.summary(baseline)))}</pre>"),
                 ("timeline", "Timeline per worker", _timeline(tr)),
                 ("predict", "Predicted speed-up", _predict_section(tr)),
                 ("hottest", "Hottest tasks", _hottest(tr))]

@@ -85,6 +85,16 @@ class Trace:
         self._open = False
         self._records = None  # built on first use: closing the block stays cheap
         self.meta.setdefault("created", time.time())
+        # The pool size of each scheduler (one recorder per worker, whether it ran a task or
+        # not), and the machine's load (own times are wall-clock: _inflation.load_note).
+        pools = {}
+        for rec in self._raw or ():
+            pools[str(rec.scheduler)] = pools.get(str(rec.scheduler), 0) + 1
+        self.meta["pools"] = pools
+        try:
+            self.meta["load"], self.meta["cpus"] = round(os.getloadavg()[0], 2), os.cpu_count()
+        except (OSError, AttributeError):  # no load average on this system
+            pass
         self._analysis = None
 
     def _build(self):
@@ -128,7 +138,22 @@ class Trace:
 
     @property
     def workers(self) -> int:
+        """How many workers ran tasks (distinct lanes)."""
         return len({r.lane for r in self.records})
+
+    @property
+    def pool_size(self) -> int | None:
+        """How many workers the schedulers that ran these tasks had, whether each ran a task
+        or not (from ``meta["pools"]``, recorded when the block closed; records of another
+        backend count one per worker address). None for a trace that does not say (saved by
+        an older version)."""
+        pools = self.meta.get("pools")
+        if not isinstance(pools, dict):
+            return None
+        local = {r.scheduler for r in self.records if r.where is None}
+        if not all(str(s) in pools for s in local):
+            return None
+        return sum(pools[str(s)] for s in local) + len({r.where for r in self.records if r.where})
 
     def critical_path(self) -> list[str]:
         """Keys of the tasks on the longest path, first to last."""
@@ -142,7 +167,7 @@ class Trace:
         the errors); task functions likely to contend (nested or exec()'d), named once."""
         if not self.records:
             return summary([], None, 0, 0)
-        text = summary(self.records, self._analyse(), self.workers, self.wall)
+        text = summary(self.records, self._analyse(), self.workers, self.wall, self.pool_size)
         return "\n".join([text] + _inflation.summary_lines(self, baseline))
 
     # --------------------------------------------------------- files

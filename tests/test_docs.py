@@ -304,3 +304,32 @@ def test_readme_links_are_absolute_and_name_files_that_exist():
                 if not path.exists():
                     problems.append(f"{url} names {path.relative_to(ROOT)}, which does not exist")
     assert not problems, "\n".join(problems)
+
+
+def github_anchor(heading):
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_packages_links_to_the_docs_name_pages_and_headings_that_exist():
+    """What a pip user reads (warnings, summaries, the report) links to the docs by URL, since
+    a wheel ships no docs/: every such URL in the package names a file of this repository and,
+    with '#', one of its headings."""
+    urls = set()
+    for src in (ROOT / "taskgraph").glob("*.py"):
+        urls |= set(re.findall(r"https://github\.com/taskgraph-ft/taskgraph/blob/main/[\w./#-]+",
+                               src.read_text()))
+    from taskgraph import _links
+    urls |= {v for v in vars(_links).values() if isinstance(v, str) and v.startswith(BLOB)}
+    urls.discard(BLOB)  # _links.py's base
+    assert len(urls) >= 4, urls
+    problems = []
+    for url in sorted(urls):
+        path, _, anchor = url[len(BLOB):].partition("#")
+        if not (ROOT / path).is_file():
+            problems.append(f"{url}: no file {path}")
+            continue
+        headings = re.findall(r"^#+\s+(.*)$", (ROOT / path).read_text(), re.M)
+        if anchor and anchor not in {github_anchor(h) for h in headings}:
+            problems.append(f"{url}: {path} has no heading with the anchor #{anchor}")
+    assert not problems, "\n".join(problems)

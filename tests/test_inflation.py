@@ -37,6 +37,39 @@ def test_inflation_ratio_and_per_name():
     assert "work inflation 1.10x" in text and "docs/performance.md" not in text
 
 
+def test_the_flag_links_the_docs_by_url_and_says_what_load_does():
+    """A wheel ships no docs/: the flag links the page by URL. A trace recorded on a machine
+    with more runnable threads than CPUs says so in the flag (own times are wall-clock); the
+    report says the same."""
+    base = trace_of(PROGRAM)
+    slow = trace_of(PROGRAM, workers=2, scale=2.0)
+    text = slow.summary(baseline=base)
+    assert "https://github.com/taskgraph-ft/taskgraph/blob/main/docs/performance.md#" in text
+    assert "machine was busy" not in text  # the traces do not say: no guess
+    slow.meta.update(load=9.1, cpus=2)
+    base.meta.update(load=0.4, cpus=2)
+    text = slow.summary(baseline=base)
+    assert "the machine was busy (this trace at load average 9.1 on 2 CPUs)" in text
+    assert "wall-clock" in text and "docs/trace.md#caveat" in text
+    from taskgraph import _report  # the report's flag: the same words, the URLs as links
+    page = _report.render(slow, base)
+    assert "the machine was busy" in page and '<a href="https://github.com/' in page
+    slow.meta.update(load=1.5)  # below the CPU count: nothing to say
+    assert "machine was busy" not in slow.summary(baseline=base)
+
+
+def test_a_recorded_trace_keeps_the_machines_load(tmp_path):
+    @tg.task
+    def one():
+        return 1
+
+    with tg.trace() as tr:
+        assert tg.compute(one(), workers=1) == 1
+    assert isinstance(tr.meta["load"], float) and tr.meta["cpus"] >= 1
+    tr.save(tmp_path / "t.tgtrace")
+    assert tg.Trace.load(tmp_path / "t.tgtrace").meta["load"] == tr.meta["load"]
+
+
 def test_inflation_per_name_finds_the_slow_function():
     base = trace_of(PROGRAM)
     recs = [dataclasses.replace(r, own=r.own * 3) if r.name == "combine" else r
