@@ -26,7 +26,12 @@ def foreign_file_hint(path) -> str | None:
     if not isinstance(events, list) or not all(isinstance(e, dict) and "ph" in e for e in events[:20]):
         return None
     base, _ = os.path.splitext(os.fspath(path))
-    return (f"{path} is a Chrome/Perfetto trace-event JSON file (the timeline written by "
+    what = (f"{path} is a Chrome/Perfetto trace-event JSON file (the timeline written by "
             f"Trace.to_chrome_trace or write_trace_files), not a taskgraph trace: open it in "
             f"https://ui.perfetto.dev or chrome://tracing; the commands here read the trace "
-            f"saved with Trace.save (write_trace_files writes it as {base}.tgtrace)")
+            f"saved with Trace.save")
+    if os.path.isfile(f"{base}.tgtrace"):  # written beside it by write_trace_files
+        return f"{what}: pass {base}.tgtrace instead"
+    return (f"{what} (a .tgtrace file: there is no {os.path.basename(base)}.tgtrace beside it; "
+            f"write one with tr.save(\"run.tgtrace\") after `with taskgraph.trace() as tr:`, "
+            f"or write_trace_files(tr, prefix), which writes PREFIX.tgtrace beside PREFIX.json)")

@@ -12,6 +12,7 @@ Graphviz (exit status 3).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from taskgraph._filekind import foreign_file_hint
@@ -74,8 +75,15 @@ def _report(a):
     return 0
 
 
-def build_parser():
-    p = argparse.ArgumentParser(prog="python -m taskgraph",
+def _prog() -> str:
+    """How the user called us: `python -m taskgraph` (argv[0] is taskgraph/__main__.py) or the
+    `taskgraph` script that pip installs."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    return "python -m taskgraph" if os.path.basename(argv0) == "__main__.py" else "taskgraph"
+
+
+def build_parser(prog=None):
+    p = argparse.ArgumentParser(prog=prog or _prog(),
                                 description="Look at taskgraph traces (saved with Trace.save).")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser("show", help="draw the executed graph",

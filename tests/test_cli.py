@@ -1,5 +1,6 @@
 """python -m taskgraph show / stats / timeline."""
 import json
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,18 @@ def trace_file(tmp_path_factory):
 def test_help(cmd):
     r = run_cli(*cmd, "--help")
     assert r.returncode == 0 and "usage:" in r.stdout
+    assert r.stdout.startswith("usage: python -m taskgraph")
+
+
+def test_the_installed_script_calls_itself_taskgraph():
+    """`taskgraph --help` (the script pip installs) names itself as the user typed it."""
+    script = pathlib.Path(sys.executable).parent / "taskgraph"
+    if not script.exists():
+        pytest.skip(f"no taskgraph script beside {sys.executable} (taskgraph not pip-installed)")
+    for args in (["--help"], ["stats", "--help"]):
+        r = subprocess.run([str(script), *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("usage: taskgraph ") and "python -m" not in r.stdout, r.stdout
 
 
 def test_stats(trace_file):
@@ -92,8 +105,19 @@ def test_a_chrome_trace_is_named_and_the_trace_file_suggested(trace_file, tmp_pa
     r = run_cli(cmd, json_path, *extra)
     assert r.returncode == 2
     assert "Chrome/Perfetto trace-event JSON" in r.stderr
-    assert str(tmp_path / "run.tgtrace") in r.stderr and "ui.perfetto.dev" in r.stderr
+    assert f"pass {tmp_path / 'run.tgtrace'} instead" in r.stderr and "ui.perfetto.dev" in r.stderr
     assert len([ln for ln in r.stderr.splitlines() if ln.startswith("taskgraph: error:")]) == 1
+
+
+def test_a_chrome_trace_alone_suggests_no_file_that_does_not_exist(trace_file, tmp_path):
+    """Without the .tgtrace beside it, the message says how to write one, naming no file that
+    does not exist."""
+    json_path = tmp_path / "timeline.json"
+    tg.Trace.load(trace_file).to_chrome_trace(json_path)
+    r = run_cli("stats", json_path)
+    assert r.returncode == 2 and "Chrome/Perfetto trace-event JSON" in r.stderr
+    assert "there is no timeline.tgtrace beside it" in r.stderr and "tr.save(" in r.stderr
+    assert "pass " not in r.stderr
 
 
 def test_other_json_is_still_just_not_a_trace(tmp_path):
