@@ -14,7 +14,18 @@ from taskgraph._links import WORK_SPAN
 from taskgraph._state import State
 from taskgraph._trace_record import RETRIED
 
-__all__ = ["analyse", "summary"]
+__all__ = ["analyse", "summary", "moved"]
+
+
+def moved(records) -> set:
+    """Keys of the tasks that ran on another worker than the task that spawned them, having
+    been stolen (a record's ``stolen`` says the task was taken from another worker's deque at
+    some point: a task of a batch stolen by one worker can be taken back by its spawner's
+    worker, and then ran where it was spawned). Tasks without a recorded parent (a lazy
+    graph's, released onto whichever worker finished their last dependency) count as moved
+    when stolen."""
+    lane = {r.key: r.lane for r in records}
+    return {r.key for r in records if r.stolen and lane.get(r.parent) != r.lane}
 
 
 def analyse(records, burden=0):

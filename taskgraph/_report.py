@@ -3,8 +3,13 @@
 Self-contained: inline CSS and SVG, no script, nothing fetched. Sections (each a ``<section>``
 with an id): ``summary`` (Trace.summary), ``timeline`` (one row per worker, nested tasks
 stacked below their parent), ``graph`` (the executed graph drawn by taskgraph.viz when
-Graphviz is installed, else a note), ``predict`` (predicted speed-up plot and table),
-``hottest`` (task names by own time, and the longest tasks), ``inflation`` (with a baseline).
+Graphviz is installed, else a note; at its natural size, scrolling inside its box),
+``predict`` (predicted speed-up plot and table), ``hottest`` (task names by own time, and the
+longest tasks that ran), ``inflation`` (with a baseline).
+
+The report is one ``<div class="tg-report">`` (``fragment``): a notebook shows it inside its
+own page, so every style is scoped to that root and none touches the page's other cells.
+``render`` wraps it into a whole document for the file.
 """
 from __future__ import annotations
 
@@ -15,22 +20,39 @@ import re
 import tempfile
 import zlib
 
+from taskgraph._state import State
+
 from taskgraph import _inflation, _predict
-from taskgraph.viz import GraphvizError, draw_trace
+from taskgraph._analysis import moved
+from taskgraph.viz import INSTALL_GRAPHVIZ, GraphvizError, svg_of, trace_graph
 
-__all__ = ["render", "write_report"]
+__all__ = ["render", "fragment", "write_report"]
 
+_CANCELLED = State.CANCELLED.label
 MAX_TIMELINE = 20000  # tasks drawn in the timeline (beyond: the outermost ones only)
 MAX_SIMULATED = 50000  # tasks simulated for the speed-up plot (beyond: the bounds only)
+ROOT = "tg-report"  # the class of the report's root element: every style is scoped to it
 _CSS = """
-body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:20px} h2{font-size:16px;border-bottom:1px solid #ccc;padding-bottom:4px}
-pre{background:#f6f6f6;padding:8px;font-size:12px;overflow-x:auto}
-table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #ddd;padding:3px 8px;
-text-align:right} th{background:#f0f0f0} td:first-child,th:first-child{text-align:left}
-.flag{color:#b00;font-weight:bold} .note{color:#666;font-size:12px}
-.graph svg{max-width:100%;height:auto}
+.tg-report{font-family:Helvetica,Arial,sans-serif;color:#222;max-width:1200px;line-height:1.3}
+.tg-report h1.tg-h1{font-size:20px;margin:0 0 8px 0;border:none;padding:0}
+.tg-report h2.tg-h2{font-size:16px;border:none;border-bottom:1px solid #ccc;padding:0 0 4px 0;
+margin:18px 0 8px 0}
+.tg-report h3.tg-h3{font-size:14px;margin:12px 0 6px 0}
+.tg-report pre.tg-summary{background:#f6f6f6;padding:8px;font-size:12px;overflow-x:auto;
+font-family:Menlo,Consolas,"DejaVu Sans Mono",monospace;white-space:pre;line-height:1.25;
+margin:0;border:none;text-align:left}
+.tg-report table.tg-table{border-collapse:collapse;font-size:12px;table-layout:auto;margin:4px 0}
+.tg-report table.tg-table td,.tg-report table.tg-table th{border:1px solid #ddd;
+padding:3px 8px;text-align:right;background:none}
+.tg-report table.tg-table th{background:#f0f0f0;font-weight:bold}
+.tg-report table.tg-table td:first-child,.tg-report table.tg-table th:first-child{text-align:left}
+.tg-report .tg-flag{color:#b00;font-weight:bold} .tg-report .tg-note{color:#666;font-size:12px}
+.tg-report .tg-graph{overflow:auto;max-height:85vh;border:1px solid #ddd}
+.tg-report .tg-graph svg{max-width:none;height:auto}
 """
+TABLE = '<table class="tg-table">'
+# The standalone file is a page of its own: its body may be styled.
+_PAGE_CSS = "body{margin:24px}"
 
 
 def _e(s):
@@ -60,6 +82,7 @@ def _timeline(tr):
         lanes.setdefault(r.lane, []).append(r)
     width, row, label_w = 1000, 14, 70
     rows, rects = 0, []
+    away = moved(recs)
     names = {}
     for lane in sorted(lanes):
         stack, depth_max, drawn = [], 0, []
@@ -79,10 +102,11 @@ def _timeline(tr):
             x = label_w + (r.start - t0) / wall * (width - label_w)
             w = max((r.end - r.start) / wall * (width - label_w), 0.5)
             names[r.name] = _colour(r.name)
+            st = r.key in away
             rects.append(f'<rect x="{x:.2f}" y="{y0 + d * row}" width="{w:.2f}" height="{row - 2}"'
-                         f' fill="{names[r.name]}" stroke="{"#000" if r.stolen else "none"}" '
+                         f' fill="{names[r.name]}" stroke="{"#000" if st else "none"}" '
                          f'stroke-width="0.5"><title>{_e(r.key)} ({_e(r.state)}) own '
-                         f'{_ms(r.own)}, run {_ms(r.duration)}{", stolen" if r.stolen else ""}'
+                         f'{_ms(r.own)}, run {_ms(r.duration)}{", stolen" if st else ""}'
                          '</title></rect>')
         rows += depth_max + 1
     h = rows * row + 20
@@ -90,25 +114,24 @@ def _timeline(tr):
             f'<text x="{width - 60}" y="{h - 4}" font-size="10">{_ms(tr.wall)}</text>')
     legend = " ".join(f'<span style="background:{c};padding:0 6px">{_e(n)}</span>'
                       for n, c in sorted(names.items())[:30])
-    note = (f'<p class="note">{len(recs)} tasks: only the outermost task of each nest drawn</p>'
+    note = (f'<p class="tg-note">{len(recs)} tasks: only the outermost task of each nest drawn</p>'
             if len(recs) > MAX_TIMELINE else "")
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
             f'viewBox="0 0 {width} {h}">{"".join(rects)}{axis}</svg>'
-            f'<p class="note">Colour = task function; black outline = stolen; a task run inside '
-            f'another\'s join is drawn below it. {legend}</p>{note}')
+            f'<p class="tg-note">Colour = task function; black outline = stolen (ran on another '
+            f'worker than its spawner); a task run inside another\'s join is drawn below it. '
+            f'{legend}</p>{note}')
 
 
 def _graph(tr):
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "graph.svg")
-        try:
-            draw_trace(tr, path)
-        except GraphvizError as e:
-            return f'<p class="note">Executed graph not drawn: {_e(e)}</p>'
-        with open(path) as f:
-            svg = f.read()
+    try:
+        svg = svg_of(trace_graph(tr).source)  # piped through dot: no file written
+    except GraphvizError:
+        return (f'<p class="tg-note">Executed graph not drawn: Graphviz\'s <code>dot</code> program '
+                f'is not installed; {_e(INSTALL_GRAPHVIZ)}. The other sections do not need it. '
+                f'<code>tr.visualize("run.dot")</code> writes the graph\'s source.</p>')
     svg = svg[svg.find("<svg"):]
-    return f'<div class="graph">{re.sub(r"<!--.*?-->", "", svg, flags=re.S)}</div>'
+    return f'<div class="tg-graph">{re.sub(r"<!--.*?-->", "", svg, flags=re.S)}</div>'
 
 
 def _plot(preds):
@@ -158,9 +181,9 @@ def _predict_section(tr):
     rows = "".join(f"<tr><td>{p.workers}</td><td>{p.lower:.2f}</td><td>"
                    f"{'-' if big else f'{p.simulated:.2f}'}</td><td>{p.upper:.2f}</td></tr>"
                    for p in preds)
-    return (_plot(preds) + "<table><tr><th>workers</th><th>lower</th><th>simulated</th>"
+    return (_plot(preds) + TABLE + "<tr><th>workers</th><th>lower</th><th>simulated</th>"
             f"<th>upper</th></tr>{rows}</table>"
-            f'<p class="note">Measured costs: {c["per_task"] / 1e3:.2f} us per task outside '
+            f'<p class="tg-note">Measured costs: {c["per_task"] / 1e3:.2f} us per task outside '
             f'its own time, {c["per_steal"] / 1e3:.2f} us per steal '
             f'({"from " + str(c["steals"]) + " stolen tasks" if c["steal_measured"] else "no steal in this trace: the per-task figure"}).'
             " Work inflation (tasks slowing each other down) is not predicted: compare traces "
@@ -171,45 +194,54 @@ def _predict_section(tr):
 
 def _hottest(tr, limit=12):
     work = max(tr.work, 1)
+    ran = [r for r in tr.records if r.state != _CANCELLED]  # cancelled: never ran, no time
+    away = moved(tr.records)
     by = {}
-    for r in tr.records:
+    for r in ran:
         d = by.setdefault(r.name, [0, 0, 0])
         d[0] += 1
         d[1] += r.own
-        d[2] += r.stolen
+        d[2] += r.key in away
+    cancelled = len(tr.records) - len(ran)
+    skipped = (f'<p class="tg-note">{cancelled} cancelled task{"s" if cancelled != 1 else ""} '
+               "(never ran) left out.</p>" if cancelled else "")
     rows = "".join(f"<tr><td>{_e(n)}</td><td>{k}</td><td>{_ms(w)}</td><td>{100 * w / work:.1f}%"
                    f"</td><td>{w / k / 1e3:.1f} us</td><td>{s}</td></tr>"
                    for n, (k, w, s) in sorted(by.items(), key=lambda kv: -kv[1][1])[:limit])
-    longest = sorted(tr.records, key=lambda r: -r.own)[:limit]
+    longest = sorted(ran, key=lambda r: -r.own)[:limit]
     rows2 = "".join(f"<tr><td>{_e(r.key)}</td><td>{_ms(r.own)}</td><td>{_ms(r.duration)}</td>"
-                    f"<td>{_e(r.lane)}</td><td>{'yes' if r.stolen else ''}</td></tr>"
+                    f"<td>{_e(r.lane)}</td><td>{'yes' if r.key in away else ''}</td></tr>"
                     for r in longest)
-    return ("<table><tr><th>task</th><th>tasks</th><th>own time</th><th>share of work</th>"
-            f"<th>mean</th><th>stolen</th></tr>{rows}</table><h3>Longest tasks</h3>"
-            "<table><tr><th>task</th><th>own</th><th>run (with joins)</th><th>worker</th>"
+    return (TABLE + "<tr><th>task</th><th>tasks</th><th>own time</th><th>share of work</th>"
+            f"<th>mean</th><th>stolen</th></tr>{rows}</table>{skipped}"
+            '<h3 class="tg-h3">Longest tasks</h3>'
+            + TABLE + "<tr><th>task</th><th>own</th><th>run (with joins)</th><th>worker</th>"
             f"<th>stolen</th></tr>{rows2}</table>")
+
+
+FLAGGED = ' class="tg-flag"'
 
 
 def _inflation_section(tr, baseline):
     x = _inflation.inflation(tr, baseline)
     rows = "".join(
         f"<tr><td>{_e(n)}</td><td>{k}</td><td>{_ms(w)}</td><td>{_ms(bw)}</td>"
-        f"<td{' class=flag' if f > _inflation.FLAG else ''}>{f:.2f}x</td></tr>"
+        f"<td{FLAGGED if f > _inflation.FLAG else ''}>{f:.2f}x</td></tr>"
         for n, k, w, bw, f in _inflation.by_name(tr, baseline))
-    flag = (f'<p class="flag">{_link(_e(_inflation.flag_text(tr, baseline)))}</p>'
+    flag = (f'<p class="tg-flag">{_link(_e(_inflation.flag_text(tr, baseline)))}</p>'
             if x > _inflation.FLAG else "")
     return (f"<p>Work {_ms(tr.work)} on {tr.workers} worker(s) against {_ms(baseline.work)} "
             f"on {baseline.workers} in the baseline: <b>{x:.2f}x</b>.</p>{flag}"
-            "<table><tr><th>task</th><th>tasks</th><th>work here</th><th>work baseline</th>"
+            + TABLE + "<tr><th>task</th><th>tasks</th><th>work here</th><th>work baseline</th>"
             f"<th>inflation per task</th></tr>{rows}</table>")
 
 
-def render(tr, baseline=None) -> str:
-    """The report as one HTML document."""
+def fragment(tr, baseline=None) -> str:
+    """The report as one element, its styles scoped to it (what a notebook displays)."""
     if not tr.records:
-        body = '<section id="summary"><h2>Summary</h2><p>No tasks recorded.</p></section>'
+        body = '<section id="summary"><h2 class="tg-h2">Summary</h2><p>No tasks recorded.</p></section>'
     else:
-        secs = [("summary", "Summary", f"<pre>{_link(_e(tr.summary(baseline)))}</pre>"),
+        secs = [("summary", "Summary", f'<pre class="tg-summary">{_link(_e(tr.summary(baseline)))}</pre>'),
                 ("timeline", "Timeline per worker", _timeline(tr)),
                 ("predict", "Predicted speed-up", _predict_section(tr)),
                 ("hottest", "Hottest tasks", _hottest(tr))]
@@ -217,10 +249,15 @@ def render(tr, baseline=None) -> str:
             secs.append(("inflation", "Work inflation against the baseline",
                          _inflation_section(tr, baseline)))
         secs.append(("graph", "Executed graph", _graph(tr)))
-        body = "".join(f'<section id="{i}"><h2>{t}</h2>{c}</section>' for i, t, c in secs)
+        body = "".join(f'<section id="{i}"><h2 class="tg-h2">{t}</h2>{c}</section>' for i, t, c in secs)
+    return (f'<div class="{ROOT}"><style>{_CSS}</style><h1 class="tg-h1">taskgraph trace: '
+            f'{len(tr.records)} tasks</h1>{body}</div>')
+
+
+def render(tr, baseline=None) -> str:
+    """The report as one HTML document (the file Trace.report writes)."""
     return ('<!DOCTYPE html><html><head><meta charset="utf-8"><title>taskgraph trace report'
-            f'</title><style>{_CSS}</style></head><body><h1>taskgraph trace: {len(tr.records)} '
-            f'tasks</h1>{body}</body></html>')
+            f'</title><style>{_PAGE_CSS}</style></head><body>{fragment(tr, baseline)}</body></html>')
 
 
 def write_report(tr, path, baseline=None) -> str:

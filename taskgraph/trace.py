@@ -18,7 +18,7 @@ from taskgraph._analysis import analyse, summary
 from taskgraph._paths import fspath
 from taskgraph._trace_files import TraceFormatError
 from taskgraph._trace_record import TaskRecord
-from taskgraph.viz import GraphvizError, draw_trace
+from taskgraph.viz import DEFAULT_THRESHOLD, GraphvizError, draw_trace
 
 __all__ = ["Trace", "TaskRecord", "TraceFormatError", "trace", "write_trace_files",
            "open_trace"]
@@ -28,9 +28,11 @@ class Trace:
     """The tasks recorded by one ``taskgraph.trace()`` block (or loaded from a file).
 
     Attributes: ``records`` (list of TaskRecord, in start order), ``workers`` (number of
-    distinct worker lanes seen), ``work``, ``span``, ``parallelism`` (computed on first use).
+    distinct worker lanes seen), ``pool_size`` (the workers the schedulers had), ``work``,
+    ``span``, ``parallelism`` (computed on first use).
     Methods: ``summary()``, ``critical_path()``, ``save(path)``, ``Trace.load(path)``,
-    ``to_chrome_trace(path)``, ``visualize(path, ...)``, ``add_records(records)``.
+    ``to_chrome_trace(path)``, ``visualize(path=None, ...)``, ``add_records(records)``,
+    ``report(path)``.
     """
 
     def __init__(self, records=None, meta=None):
@@ -188,9 +190,15 @@ class Trace:
         the JSON object; writes it to path if given."""
         return _trace_files.chrome(self.records, path)
 
-    def visualize(self, path, **options):
-        """Draws the executed graph; see ``taskgraph.viz.draw_trace`` for the options."""
-        return draw_trace(self, path, **options)
+    def visualize(self, path=None, *, threshold=DEFAULT_THRESHOLD, detail=None, title=None):
+        """Draws the executed graph and returns a ``Picture``, as ``taskgraph.visualize`` does
+        for a plan: with ``path``, the file written (svg/png/pdf/dot from the suffix; the
+        Picture is a str equal to the path); without, the SVG markup. A notebook displays
+        either. ``detail``: None (group above ``threshold`` tasks), "all" or "grouped";
+        ``title`` replaces the figures line. ``GraphvizError`` without Graphviz's dot (with a
+        path, after writing the .dot source); ``ValueError``/``TypeError`` for bad options.
+        See ``taskgraph.viz.draw_trace``."""
+        return draw_trace(self, path, threshold=threshold, detail=detail, title=title)
 
     def __len__(self):
         return len(self.records)
@@ -229,10 +237,11 @@ class Trace:
         return _report.write_report(self, fspath(path, "Trace.report"), baseline)
 
     def _repr_html_(self):
-        """The report's HTML, for notebooks (an empty or open trace: a one-line note)."""
+        """The report, for notebooks: one element whose styles are scoped to it, so it leaves
+        the notebook's other cells as they were (an open trace: a one-line note)."""
         if self._open:
             return "<p>taskgraph trace (recording)</p>"
-        return _report.render(self)
+        return _report.fragment(self)
 
 
 _OPEN = [None]  # the open Trace (traces do not overlap: core.trace_start refuses)

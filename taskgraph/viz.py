@@ -1,9 +1,13 @@
-"""Pictures of task graphs, through Graphviz: the executed graph of a Trace, and a lazy graph
-before it runs (``taskgraph.visualize``).
+"""Pictures of task graphs, through Graphviz: the executed graph of a Trace
+(``Trace.visualize``), and a lazy graph before it runs (``taskgraph.visualize``). Both return
+a ``Picture``: with a path, the file written (its format from the suffix: .svg, .png, .pdf,
+or .dot, the source only); without one, the SVG markup. A notebook displays either.
 
-The output format comes from the file suffix: .svg, .png, .pdf, or .dot (the source only).
-Rendering needs Graphviz's ``dot`` program; without it the ``.dot`` source is still written
-next to the requested file and ``GraphvizError`` says how to install Graphviz.
+Rendering needs Graphviz's ``dot`` program (pip brings only the Python wrapper). Without it,
+a picture asked for by path still gets its ``.dot`` source written next to the requested file
+and ``GraphvizError`` says how to install Graphviz: a program that asked for a file and did
+not get it must not go on as if it had. What only displays (a notebook's picture of a Node,
+the HTML report's graph section) shows the rest without it.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import os
 
 import graphviz
 
+from taskgraph._analysis import moved
 from taskgraph._native import core
 from taskgraph._state import State
 from taskgraph._trace_record import RETRIED
@@ -19,8 +24,8 @@ Node = core.Node
 # Record outcomes (a trace record's `state`), as the records spell them.
 _DONE, _FAILED, _CANCELLED = State.DONE.label, State.FAILED.label, State.CANCELLED.label
 
-__all__ = ["draw_trace", "visualize", "plan_graph", "plan_nodes", "svg_of", "Picture", "GraphvizError",
-           "DEFAULT_THRESHOLD"]
+__all__ = ["draw_trace", "trace_graph", "visualize", "plan_graph", "plan_nodes", "svg_of", "Picture",
+           "GraphvizError", "DEFAULT_THRESHOLD", "INSTALL_GRAPHVIZ"]
 
 #: Above this many tasks, pictures group tasks by function and spawn depth.
 DEFAULT_THRESHOLD = 300
@@ -28,7 +33,7 @@ _FORMATS = {"svg", "png", "pdf", "dot"}
 _PALETTE = ["#8dd3c7", "#fdb462", "#bebada", "#80b1d3", "#b3de69", "#fccde5", "#ffffb3",
             "#bc80bd", "#ccebc5", "#ffed6f", "#d9d9d9", "#fb8072"]
 _CRIT = "#c0392b"
-_INSTALL = ("install Graphviz (Debian/Ubuntu: apt-get install graphviz; Fedora: dnf install "
+INSTALL_GRAPHVIZ = ("install Graphviz (Debian/Ubuntu: apt-get install graphviz; Fedora: dnf install "
             "graphviz; macOS: brew install graphviz; conda: conda install graphviz)")
 
 
@@ -88,7 +93,7 @@ def _render(g: graphviz.Digraph, path) -> str:
             f.write(g.source)
         raise GraphvizError(
             f"Graphviz's 'dot' program was not found, so {path} was not drawn; the graph "
-            f"source is in {dot_path}. To render it, {_INSTALL}, then run: "
+            f"source is in {dot_path}. To render it, {INSTALL_GRAPHVIZ}, then run: "
             f"dot -T{fmt} {dot_path} -o {path}", dot_path) from None
     except graphviz.CalledProcessError as e:
         dot_path = base + ".dot"
@@ -118,7 +123,8 @@ def _legend(g, colors, grouped):
             if prev:
                 lg.edge(prev, name, style="invis")
             prev = name
-        marks = [("legend_stolen", "stolen (double border)", {"peripheries": "2"}),
+        marks = [("legend_stolen", "stolen: ran on another worker\nthan its spawner (double border)",
+                  {"peripheries": "2"}),
                  ("legend_failed", "failed", {"shape": "octagon", "color": "#e31a1c",
                                                "penwidth": "2", "fontcolor": "#e31a1c"}),
                  ("legend_retried", "failed attempt, retried",
@@ -145,26 +151,36 @@ def _legend(g, colors, grouped):
                     shape="box3d", fontsize="9")
 
 
-def draw_trace(tr, path, *, threshold: int = DEFAULT_THRESHOLD, detail: str | None = None,
-               title: str | None = None) -> str:
+def draw_trace(tr, path=None, *, threshold: int = DEFAULT_THRESHOLD, detail: str | None = None,
+               title: str | None = None) -> "Picture":
     """Draws the executed graph of ``tr`` (a Trace: anything with ``records``,
-    ``critical_path()``, ``work``, ``span`` and ``parallelism``) into ``path`` (format from the
-    suffix).
+    ``critical_path()``, ``work``, ``span`` and ``parallelism``), as ``visualize`` draws a
+    plan: into ``path`` (format from the suffix) and returns a ``Picture`` equal to the path;
+    without a path, returns a ``Picture`` holding the SVG markup.
 
     Tasks are coloured by the worker that ran them (legend), labelled with function and own
-    time; stolen tasks have a double border; failed tasks are red octagons, cancelled ones
-    grey and dashed; spawn edges are dashed, data edges solid; the critical path is drawn thick
-    and red. With more than ``threshold`` tasks, tasks are grouped by function and spawn depth
-    into summary nodes (count and total time) unless ``detail="all"``.
+    time; tasks stolen onto another worker than their spawner's have a double border; failed
+    tasks are red octagons, cancelled ones grey and dashed; spawn edges are dashed, data edges
+    solid; the critical path is drawn thick and red. With more than ``threshold`` tasks,
+    tasks are grouped by function and spawn depth into summary nodes (count and total time)
+    unless ``detail="all"``.
     Errors: ``ValueError`` for an unknown suffix or option; ``GraphvizError`` when dot is
-    missing (the .dot source is written first). Returns the path written.
+    missing (with a path, the .dot source is written first).
     """
+    return _picture(trace_graph(tr, threshold=threshold, detail=detail, title=title), path)
+
+
+def trace_graph(tr, *, threshold: int = DEFAULT_THRESHOLD, detail: str | None = None,
+                title: str | None = None) -> graphviz.Digraph:
+    """The Graphviz graph that ``draw_trace`` renders (``ValueError``/``TypeError`` for bad
+    options, as there)."""
     if detail not in (None, "all", "grouped"):
         raise ValueError(f"detail must be None, 'all' or 'grouped', got {detail!r}")
     _check_threshold(threshold)
     recs = tr.records
     crit = set(tr.critical_path())
     colors = _lane_colors(recs)
+    away = moved(recs)
     grouped = detail == "grouped" or (detail is None and len(recs) > threshold)
     label = title or (f"{len(recs)} tasks, work {_fmt_ns(tr.work)}, span {_fmt_ns(tr.span)}, "
                       f"parallelism {tr.parallelism:.1f}")
@@ -174,10 +190,10 @@ def draw_trace(tr, path, *, threshold: int = DEFAULT_THRESHOLD, detail: str | No
         node_attr={"fontname": "Helvetica", "fontsize": "10"}, edge_attr={"arrowsize": "0.6"})
     _legend(g, colors, grouped)
     if grouped:
-        _draw_grouped(g, recs, crit, colors)
+        _draw_grouped(g, recs, crit, colors, away)
     else:
-        _draw_all(g, recs, crit, colors)
-    return _render(g, path)
+        _draw_all(g, recs, crit, colors, away)
+    return g
 
 
 def _node_attrs(state, stolen, on_crit, color):
@@ -196,15 +212,15 @@ def _node_attrs(state, stolen, on_crit, color):
     return a
 
 
-def _draw_all(g, recs, crit, colors):
+def _draw_all(g, recs, crit, colors, away):
     ids = {r.key: f"t{i}" for i, r in enumerate(recs)}
     for r in recs:
         label = f"{r.name}\n{_fmt_ns(r.own)}" if r.state != _CANCELLED else f"{r.name}\ncancelled"
         if r.state in (_FAILED, RETRIED):
             label = f"{r.name}\n{'attempt ' + str(r.attempt) + ' ' if r.state == RETRIED else ''}failed: {r.error_type}"
         g.node(ids[r.key], _text(label), tooltip=_text(f"{r.key} on {r.lane}"
-               f"{' (stolen)' if r.stolen else ''}, {_fmt_ns(r.duration)} wall"),
-               **_node_attrs(r.state, r.stolen, r.key in crit, colors[r.lane]))
+               f"{' (stolen)' if r.key in away else ''}, {_fmt_ns(r.duration)} wall"),
+               **_node_attrs(r.state, r.key in away, r.key in crit, colors[r.lane]))
     for r in recs:
         both = r.key in crit
         if r.parent in ids:
@@ -218,7 +234,7 @@ def _draw_all(g, recs, crit, colors):
                        penwidth="2.5" if hot else "1")
 
 
-def _draw_grouped(g, recs, crit, colors):
+def _draw_grouped(g, recs, crit, colors, away):
     by_key = {r.key: r for r in recs}
     depth = {}
     for r in recs:  # records are in start order: a parent starts before its children
@@ -230,7 +246,7 @@ def _draw_grouped(g, recs, crit, colors):
                                    "lanes": {}, "crit": False})
         gr["n"] += 1
         gr["own"] += r.own
-        gr["stolen"] += r.stolen
+        gr["stolen"] += r.key in away
         gr["failed"] += r.state == _FAILED
         gr["cancelled"] += r.state == _CANCELLED
         gr["lanes"][r.lane] = gr["lanes"].get(r.lane, 0) + 1
@@ -309,7 +325,7 @@ def svg_of(source: str) -> str:
     try:
         return graphviz.Source(source).pipe(format="svg").decode("utf-8")
     except graphviz.ExecutableNotFound:
-        raise GraphvizError(f"Graphviz's 'dot' program was not found: {_INSTALL}") from None
+        raise GraphvizError(f"Graphviz's 'dot' program was not found: {INSTALL_GRAPHVIZ}") from None
     except graphviz.CalledProcessError as e:
         raise GraphvizError(f"dot failed to draw the picture ({e})") from None
 
@@ -323,7 +339,11 @@ def visualize(nodes, path=None, *, threshold: int = DEFAULT_THRESHOLD) -> Pictur
     to the path. Without: writes nothing and returns a ``Picture`` holding the SVG markup
     (``GraphvizError`` if dot is missing). Either displays as the picture in a notebook.
     Works inside and outside workers; it never runs anything."""
-    g = plan_graph(nodes, threshold)
+    return _picture(plan_graph(nodes, threshold), path)
+
+
+def _picture(g, path) -> Picture:
+    """The Picture of g: rendered into path (the path), or, without one, as SVG markup."""
     if path is None:
         svg = svg_of(g.source)
         return Picture(svg, None, g.source, svg)

@@ -80,3 +80,15 @@ def screenshot(page, png, size="1200,2400", timeout=180):
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return data
+
+
+def dump_dom(page, timeout=180):
+    """The DOM of the HTML file `page` after headless Chromium ran its scripts (a probe script
+    in the page can write what it measured into the DOM), as text."""
+    import os
+    import subprocess
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                        page.as_uri()], capture_output=True, text=True, timeout=timeout,
+                       env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout

@@ -27,6 +27,8 @@ class Sections(HTMLParser):
         if tag == "section":
             self.ids.append(a.get("id"))
         for k in ("src", "href", "xlink:href"):
+            if tag == "a" and k == "href":  # a link the reader may follow: nothing is fetched
+                continue
             if k in a and not str(a[k]).startswith("#"):
                 self.fetches.append((tag, k, a[k]))
         if tag in ("script", "link", "iframe", "img"):
@@ -134,3 +136,57 @@ def test_report_of_a_large_trace_shows_the_bounds_only(traces, tmp_path, monkeyp
     plot = text.split('id="predict"')[1].split("</svg>")[0]
     assert 'stroke="#36c"' not in plot  # no simulated line, the bounds only
     assert parse(text).ids == ["summary", "timeline", "predict", "hottest", "graph"]
+
+
+def test_longest_tasks_leave_out_cancelled_tasks_that_never_ran():
+    ms = 1_000_000
+    recs = [tg.TaskRecord(key=f"ran-{i}", name="ran", worker=0, scheduler=1, start=i * ms,
+                          end=(i + 1) * ms, own=ms, parent=None) for i in range(3)]
+    recs += [tg.TaskRecord(key=f"never-{i}", name="never", worker=0, scheduler=1, start=3 * ms,
+                           end=3 * ms, own=0, parent=None, state="cancelled",
+                           error_type="CancelledError", error="x") for i in range(20)]
+    text = tg.Trace(recs)._repr_html_()
+    hottest = text.split('id="hottest"')[1].split("</section>")[0]
+    assert "never-" not in hottest and "<td>never</td>" not in hottest
+    assert "ran-0" in hottest and "20 cancelled tasks (never ran) left out" in hottest
+
+
+def test_report_without_graphviz_shows_every_other_section(traces, tmp_path, monkeypatch):
+    """Without dot: the graph section says how to install Graphviz, names no file (nothing
+    was written for it), and the rest of the report is there."""
+    one, two, d = traces
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    text = two._repr_html_()
+    p = parse(text)
+    assert p.ids == ["summary", "timeline", "predict", "hottest", "graph"]
+    graph = text.split('id="graph"')[1]
+    assert "Graphviz" in graph and "apt-get install graphviz" in graph and "<svg" not in graph
+    assert "/tmp" not in graph and ".dot source is in" not in graph
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_chromium
+def test_a_big_graph_keeps_its_size_and_scrolls_in_its_box(tmp_path):
+    """A graph of a few hundred tasks is drawn at its natural size inside a box that scrolls,
+    not shrunk to the page's width (where its labels would be unreadable)."""
+    import json
+    import shutil
+    if not shutil.which("dot"):
+        pytest.skip("Graphviz dot not installed")
+    with tg.trace() as tr:
+        assert tg.compute(fib(18, 8), workers=2) == 2584  # 287 tasks, drawn one by one
+    assert 250 < len(tr) <= 300
+    probe = ("<script>var b = document.querySelector('.tg-graph'), s = b.querySelector('svg');"
+             "var pre = document.createElement('pre'); pre.id = 'tg-probe';"
+             "pre.textContent = JSON.stringify({box: b.clientWidth, scroll: b.scrollWidth,"
+             " svg: s.getBoundingClientRect().width, attr: s.width.baseVal.value,"
+             " overflow: getComputedStyle(b).overflowX});"
+             "document.body.appendChild(pre);</script>")
+    page = tmp_path / "big.html"
+    page.write_text(tr._repr_html_().join(['<html><body style="width:900px">', probe + "</body></html>"]))
+    from helpers import dump_dom
+    dom = dump_dom(page)
+    got = json.loads(dom.split('<pre id="tg-probe">')[1].split("</pre>")[0])
+    assert got["overflow"] == "auto", got
+    assert got["svg"] == pytest.approx(got["attr"], rel=0.01), got  # natural size, not scaled
+    assert got["scroll"] > got["box"], got  # wider than its box: the box scrolls

@@ -10,6 +10,7 @@ import pytest
 import taskgraph as tg
 from helpers import fib, needs_chromium, screenshot
 
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
 pytestmark = [
     pytest.mark.timeout(120),
     pytest.mark.thread_unsafe(reason="draws traces, which record every task of the process"),
@@ -89,6 +90,45 @@ def test_missing_dot_writes_source_and_says_how_to_install(tmp_path, fib_trace, 
     dot = tmp_path / "g.dot"
     assert dot.exists() and "digraph" in dot.read_text()
     assert ei.value.dot_path == str(dot)
+
+
+@needs_dot
+def test_trace_visualize_returns_a_picture_as_tg_visualize_does(tmp_path, fib_trace, monkeypatch):
+    """Trace.visualize(): without a path the SVG markup, with one the path; a Picture either
+    way (a str a notebook displays)."""
+    monkeypatch.chdir(tmp_path)
+    pic = fib_trace.visualize()
+    assert isinstance(pic, tg.viz.Picture) and pic.path is None and list(tmp_path.iterdir()) == []
+    assert ET.fromstring(str(pic)).tag.endswith("svg") and pic._repr_svg_() == str(pic)
+    assert "digraph" in pic.source
+    p = tmp_path / "g.svg"
+    pic = fib_trace.visualize(p, detail="all")
+    assert isinstance(pic, tg.viz.Picture) and pic == str(p) and pic.path == str(p)
+    assert pic._repr_mimebundle_()["text/plain"] == str(p)
+
+
+def test_stolen_marks_only_tasks_that_ran_away_from_their_spawner():
+    """A task of a batch stolen by one worker can be taken back by its spawner's worker: its
+    record says stolen, but it ran where it was spawned, and is not drawn as stolen."""
+    ms = 1_000_000
+
+    def rec(key, worker, parent=None, stolen=False, start=0):
+        return tg.TaskRecord(key=key, name=key.split("-")[0], worker=worker, scheduler=1,
+                             start=start, end=start + ms, own=ms, parent=parent, stolen=stolen)
+    tr = tg.Trace([rec("root-1", 0), rec("back-2", 0, "root-1", stolen=True, start=1),
+                   rec("away-3", 1, "root-1", stolen=True, start=2),
+                   rec("home-4", 0, "root-1", start=3),
+                   rec("lazy-5", 1, stolen=True, start=4)])  # no spawner: moved when stolen
+    from taskgraph._analysis import moved
+    assert moved(tr.records) == {"away-3", "lazy-5"}
+    src = tg.viz.trace_graph(tr, detail="all").source
+    nodes = re.findall(r"^\s*t\d+ \[([^\]]*)\]", src, re.M)
+    doubled = [re.search(r'tooltip="([\w-]+) on', a).group(1) for a in nodes if "peripheries=2" in a]
+    assert sorted(doubled) == ["away-3", "lazy-5"], src
+    from taskgraph import _report
+    html = _report.fragment(tr)
+    outlined = re.findall(r'stroke="#000"[^>]*><title>([\w-]+) ', html)
+    assert sorted(outlined) == ["away-3", "lazy-5"]
 
 
 def test_unknown_suffix_is_a_clear_error(tmp_path, fib_trace):
@@ -190,7 +230,6 @@ def _boom(msg):
     raise ValueError(msg)
 
 
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
 
 
 @needs_dot

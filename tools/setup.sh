@@ -141,14 +141,20 @@ if [ -n "$GILPY" ] && ! is_free_threaded "$GILPY"; then
   make_venv "$GILVENV" "$GILPY" 0 "test,dask"
 fi
 
-# ---------------------------------------------------------------- 3. Graphviz
-if ! command -v dot >/dev/null 2>&1; then
+# ---------------------------------------------------------------- 3. Graphviz and Chromium
+# Graphviz's dot draws the pictures; headless Chromium renders the HTML report and a notebook
+# page in the tests (tests/helpers.py; they are skipped without it, so CI installs it here:
+# about 110 MB to download, 410 MB on disk, without the recommended packages).
+want=()
+command -v dot >/dev/null 2>&1 || want+=(graphviz)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || want+=(chromium)
+if [ ${#want[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    say "installing Graphviz (dot) with apt-get"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz) >"$CACHE/graphviz.log" 2>&1 \
-      || say "warning: apt-get could not install graphviz (see $CACHE/graphviz.log); pictures will be written as .dot only"
+    say "installing ${want[*]} with apt-get (log: $CACHE/apt-tools.log)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}") >"$CACHE/apt-tools.log" 2>&1 \
+      || say "warning: apt-get could not install ${want[*]} (see $CACHE/apt-tools.log): without dot pictures are written as .dot only; without chromium the rendering tests are skipped"
   else
-    say "warning: Graphviz's 'dot' is missing: install it (Debian/Ubuntu: sudo apt-get install graphviz) to render pictures; .dot files are still written"
+    say "warning: missing ${want[*]}: install them (Debian/Ubuntu: sudo apt-get install ${want[*]}); without dot pictures are written as .dot only, without chromium the rendering tests are skipped"
   fi
 fi
 
