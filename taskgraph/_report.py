@@ -189,7 +189,27 @@ def _predict_section(tr):
             " Work inflation (tasks slowing each other down) is not predicted: compare traces "
             "with a baseline."
             + (f" Not simulated: more than {MAX_SIMULATED} tasks (Trace.predict() simulates any "
-               "size, in its own time)." if big else "") + "</p>")
+               "size, in its own time)." if big else "") + "</p>" + _below_lower(tr, preds, c))
+
+
+def _below_lower(tr, preds, c):
+    """Why the simulation falls below the lower bound, where it does: the bounds count the
+    tasks' own time and the steals, the simulation also what every task costs besides."""
+    below = [p.workers for p in preds if p.simulated is not None and p.simulated < p.lower * 0.99]
+    if not below:
+        return ""
+    n = len(tr.records)
+    ran = sum(r.state != _CANCELLED for r in tr.records)
+    shared = _predict.shared_rmw_ns()
+    return (f'<p class="tg-flag">Simulated below the lower bound on {", ".join(map(str, below))} '
+            f"workers: the bounds count the tasks' own time and the cost of steals; the "
+            f"simulation also charges every task its scheduling cost ({c['per_task'] / 1e3:.2f} "
+            f"us) and the moves of the run's shared counter between workers "
+            f"({shared / 1e3:.2f} us each on this machine). Here the {n} tasks"
+            + (f" ({n - ran} of them cancelled, which never ran but are still scheduled)"
+               if ran < n else "")
+            + f" average {tr.work / n / 1e3:.2f} us of own time, so those costs, not the "
+            "graph, limit the speed-up: bigger tasks would scale.</p>")
 
 
 def _hottest(tr, limit=12):
