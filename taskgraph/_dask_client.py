@@ -190,8 +190,7 @@ class DaskScheduler:
             if root is not None and pending:  # fail fast
                 self.client.cancel(list(pending))
                 for node in pending.values():  # as locally: names the top-level task
-                    cancel_node(node, f"task {key_of(failed_in(root))} failed "
-                                f"({type(root).__name__})", root)
+                    cancel_node(node, f"task {key_of(failed_in(root))} failed", root)
                 pending.clear()
         return root
 

@@ -132,4 +132,61 @@ def test_the_words_of_a_node_that_never_ran():
     cause = ValueError("x")
     err = core._cancelled_error("b-2", "its dependency a-1 failed", cause)
     assert isinstance(err, tg.CancelledError) and err.__cause__ is cause
-    assert str(err) == "task b-2 was cancelled: its dependency a-1 failed"
+    assert str(err) == "task b-2 was cancelled: its dependency a-1 failed"  # not a task's failure
+    cause.__taskgraph_task__ = "a-1"  # raised by task a-1 (the mark of tg_note_origin)
+    err = core._cancelled_error("b-2", "its dependency a-1 failed", cause)
+    assert str(err) == "task b-2 was cancelled: its dependency a-1 failed (ValueError: x)"
+    # Two levels down: the reason names the cancelled dependency, the words the failure.
+    top = core._cancelled_error("c-3", "its dependency b-2 was cancelled", err)
+    assert str(top) == ("task c-3 was cancelled: its dependency b-2 was cancelled; the first "
+                        "failure: task a-1 raised ValueError: x")
+    assert top.__cause__ is err and err.__cause__ is cause
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no str")
+    bad = Unprintable()
+    bad.__taskgraph_task__ = "a-1"
+    assert str(core._cancelled_error("b-2", "its dependency a-1 failed", bad)) == \
+        "task b-2 was cancelled: its dependency a-1 failed"  # the words left out, no error
+    long = ValueError("y" * 1000)
+    long.__taskgraph_task__ = "a-1"
+    assert len(str(core._cancelled_error("b-2", "r", long))) < 400
+
+
+def test_every_node_of_a_failed_dag_names_the_first_failure_in_its_message():
+    """After a failing DAG, a node whose dependency was cancelled (not failed) says which task
+    failed first and how, in its own message: the failure is several __cause__ levels down."""
+    @tg.task
+    def load(i):
+        if i == 7:
+            raise ValueError(f"bad row {i}")
+        return i
+
+    @tg.task
+    def transform(x):
+        return x * 2
+
+    @tg.task
+    def total(xs):
+        return sum(xs)
+
+    for workers in (1, 2):
+        loads = [load(i) for i in range(20)]
+        out = total([transform(x) for x in loads])
+        with pytest.raises(ValueError, match="bad row 7"):
+            tg.compute(out, workers=workers)
+        with pytest.raises(tg.CancelledError) as ei:
+            out.result()
+        msg = str(ei.value)
+        assert msg.startswith(f"task {out.key} was cancelled: "), msg
+        assert loads[7].key in msg and "ValueError: bad row 7" in msg, msg
+        # the dependency that was cancelled, two levels down from the failure, says it too
+        mid = transform(loads[7])
+        with pytest.raises(tg.CancelledError, match=rf"its dependency {loads[7].key} failed "
+                           r"\(ValueError: bad row 7\)$"):
+            mid.result()
+        top = total([mid])
+        with pytest.raises(tg.CancelledError, match=rf"its dependency {mid.key} was cancelled; "
+                           rf"the first failure: task {loads[7].key} raised ValueError: bad row 7$"):
+            top.result()

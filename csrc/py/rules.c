@@ -54,8 +54,39 @@ PyObject *tg_dependency_reason(PyObject *dep_key, int state) {
                                 : state == TG_CANCELLED ? "was cancelled" : "had not run");
 }
 
+/* What the message of a node that never ran adds about the failure behind it (a new string,
+ * or NULL with no error when there is nothing to add). A dependent of a dependent of a failed
+ * task is cancelled because its dependency was cancelled: the failure is some __cause__ levels
+ * down (each cancelled node's CancelledError has the previous one as its cause; on a cluster
+ * the failure itself), so it is named here: the first exception down the chain from `cause`
+ * that is not a CancelledError and was raised by a task (tg_note_origin marked it with the
+ * task's key): " (TypeName: message)" when `reason` names that task already, else "; the first
+ * failure: task <key> raised TypeName: message". */
+static PyObject *failure_words(PyObject *reason, PyObject *cause) {
+    PyObject *e = Py_XNewRef(cause), *key = NULL, *out = NULL;
+    int depth = 0;
+    while (e && PyErr_GivenExceptionMatches(e, TG.CancelledError) && depth++ < 10000)
+        Py_SETREF(e, PyException_GetCause(e));
+    if (!e || PyErr_GivenExceptionMatches(e, TG.CancelledError)) goto done;
+    if (PyObject_GetOptionalAttr(e, TG.str_taskgraph_task, &key) < 0) goto done;
+    if (!key || !PyUnicode_Check(key)) goto done; /* not raised by a task (Ctrl-C, a deadline) */
+    Py_ssize_t named = PyUnicode_Find(reason, key, 0, PyUnicode_GET_LENGTH(reason), 1);
+    if (named == -2) goto done;
+    out = named >= 0 ? PyUnicode_FromFormat(" (%s: %.300S)", Py_TYPE(e)->tp_name, e)
+                     : PyUnicode_FromFormat("; the first failure: task %U raised %s: %.300S", key,
+                                            Py_TYPE(e)->tp_name, e);
+done:
+    PyErr_Clear(); /* a failing __str__: the message goes without these words */
+    Py_XDECREF(e);
+    Py_XDECREF(key);
+    return out;
+}
+
 PyObject *tg_cancelled_error(PyObject *key, PyObject *reason, PyObject *cause) {
+    PyObject *more = failure_words(reason, cause);
     PyObject *msg = PyUnicode_FromFormat("task %U was cancelled: %U", key, reason);
+    if (msg && more) Py_SETREF(msg, PyUnicode_Concat(msg, more));
+    Py_XDECREF(more);
     PyObject *err = msg ? PyObject_CallOneArg(TG.CancelledError, msg) : NULL;
     Py_XDECREF(msg);
     if (err && cause) PyException_SetCause(err, Py_NewRef(cause));

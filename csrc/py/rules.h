@@ -85,7 +85,9 @@ int tg_retry_wanted(PyObject *retry, PyObject *exc, int attempt);
  * not run" (any other). New reference, or NULL with an exception. */
 PyObject *tg_dependency_reason(PyObject *dep_key, int state);
 /* The CancelledError of the task `key` that never ran: "task <key> was cancelled: <reason>",
- * its cause `cause` (or none if NULL). New reference, or NULL with an exception. */
+ * followed by the failure behind it, named (its task, type and message, however many
+ * cancelled dependencies down it is), and its cause `cause` (or none if NULL). Runs the
+ * failure's __str__. New reference, or NULL with an exception. */
 PyObject *tg_cancelled_error(PyObject *key, PyObject *reason, PyObject *cause);
 
 /* tg_run_body with a Python object as the backend (the dask worker side, through module.c's

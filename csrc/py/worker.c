@@ -161,7 +161,8 @@ void tg_set_failing(NodeObject *n, PyObject *exc /* stolen */) {
 
 /* A top-level task failed: fail fast, cancel the rest of its run. */
 static void fail_run(NodeObject *n) {
-    PyObject *reason = tg_node_format(n, "task %U failed (%s)", Py_TYPE(n->value)->tp_name);
+    /* "failed" only: the CancelledErrors that quote it add the failure (rules.c). */
+    PyObject *reason = tg_node_format(n, "task %U failed");
     PyErr_Clear();
     tg_run_cancel_with(RUN_OF(tg_task_run(&n->t)), reason, n->value);
     Py_XDECREF(reason);
