@@ -114,10 +114,10 @@ demo: setup
 	@$(PY) examples/quicksort.py --trace build/demo/quicksort
 	@$(PY) examples/pipeline.py
 
-# The executed-graph picture shown in README.md (committed; regenerate with this target).
+# The executed-graph picture shown in README.md (committed; regenerate with this target): drawn
+# by running the README's first block, the code shown beside it.
 pictures: setup
-	@$(PY) examples/fib.py --n 20 --cutoff 12 --workers 2 --trace docs/img/fib-trace
-	@rm -f docs/img/fib-trace.tgtrace docs/img/fib-trace.json
+	@$(PY) tools/readme_picture.py
 
 bench-deps: setup
 	@$(PY) -m pip install -q --disable-pip-version-check "joblib>=1.4" "dask>=2024.8" >/dev/null 2>&1 || { echo "could not install joblib/dask"; exit 1; }

@@ -4,7 +4,8 @@ Counts come from the scheduler's per-worker C counters (no shared Python counter
 path): done = tasks handed out since the run started, known = nodes the compute submitted plus
 tasks created inside workers since then. With several computes at once on one scheduler the
 counts include the others' tasks. Uses tqdm when it is installed (``pip install
-"taskgraph-ft[progress]"``); otherwise prints a plain one-line bar to stderr.
+"taskgraph-ft[progress]"``); otherwise prints a plain one-line bar to stderr. Nothing is drawn
+until the compute has submitted its graph and the total is known: one bar per compute.
 """
 import sys
 import time
@@ -31,7 +32,9 @@ class ProgressBar:
             from tqdm import tqdm
         except ImportError:
             tqdm = None
-        self.bar = tqdm(total=0, unit="task", desc="taskgraph", leave=True) if tqdm else None
+        self._tqdm = tqdm
+        self.bar = None    # the tqdm bar, made at the first update (with its total)
+        self.drawn = False
 
     def set_total(self, submitted):
         self.submitted = submitted
@@ -45,6 +48,9 @@ class ProgressBar:
 
     def update(self):
         done, known = self._counts()
+        self.drawn = True
+        if self._tqdm is not None and self.bar is None:
+            self.bar = self._tqdm(total=known, unit="task", desc="taskgraph", leave=True)
         if self.bar is not None:
             if known != self.bar.total:
                 self.bar.total = known
@@ -64,6 +70,6 @@ class ProgressBar:
     def close(self):
         if self.bar is not None:
             self.bar.close()
-        else:
+        elif self.drawn:
             sys.stderr.write("\n")
             sys.stderr.flush()

@@ -19,10 +19,15 @@ def task(fn=_NO_FN, *, name: str | None = None, retries: int = 0, retry_on=None)
     is recorded in a trace; the final failure carries a note saying how many times it ran. A
     cancellation or a closed scheduler is never retried, nor a task whose node was cancelled.
 
-    Errors: a non-callable raises ``TypeError`` naming it; so do a bad ``name`` and a bad
-    ``retry_on``; ``retries`` outside 0..1000 raises ``ValueError``. Nothing runs at
-    decoration time, inside or outside a worker.
+    Errors: a non-callable raises ``TypeError`` naming it (a string, as in ``@task("fib")``,
+    is pointed to ``name=``); so do a bad ``name`` and a bad ``retry_on``; ``retries`` outside
+    0..1000 raises ``ValueError``. Nothing runs at decoration time, inside or outside a worker.
+    Calling the task raises ``TypeError`` at once when its function would refuse the
+    arguments (see ``Task``).
     """
+    if isinstance(fn, str):
+        raise TypeError(f"taskgraph.task needs a function, got the str {fn!r}: to name a task, "
+                        f"write @task(name={fn!r})")
     if fn is _NO_FN:
         return lambda f: task(f, name=name, retries=retries, retry_on=retry_on)
     t = Task(fn, name=name, retries=retries, retry_on=retry_on)

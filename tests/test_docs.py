@@ -333,3 +333,47 @@ def test_the_packages_links_to_the_docs_name_pages_and_headings_that_exist():
         if anchor and anchor not in {github_anchor(h) for h in headings}:
             problems.append(f"{url}: {path} has no heading with the anchor #{anchor}")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.thread_unsafe(reason="runs the README's block in its own process")
+@pytest.mark.timeout(PAGE_TIMEOUT + 60)
+def test_the_readme_picture_is_what_the_code_beside_it_draws(tmp_path):
+    """README.md's first picture (docs/img/fib-trace.svg, made by `make pictures` from the
+    block above it) agrees with what that block draws when run: the same tasks (count, names
+    and spawn edges, which the program decides; who ran which and the times are the run's)."""
+    import xml.etree.ElementTree as ET
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import readme_picture
+    finally:
+        sys.path.pop(0)
+    code = readme_picture.first_block()
+    drawn = readme_picture.drawn_file(code)
+    text = (ROOT / "README.md").read_text()
+    assert text.index("```python") < text.index("docs/img/fib-trace.svg") < text.index(
+        "## Use it in your project"), "the picture is not the one under the first block"
+    if not shutil.which("dot"):
+        pytest.skip("Graphviz's dot is not installed: the block cannot draw its picture")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=PAGE_TIMEOUT)
+    assert p.returncode == 0, p.stderr[-3000:]
+
+    def shape(svg_path):
+        """(title line's task count, {task label's name: count}, spawn edges between tasks,
+        grouped?) of a picture drawn by Trace.visualize."""
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        root = ET.parse(svg_path).getroot()
+        title = " ".join(t.text or "" for t in root.find("s:g", ns).findall("s:text", ns))
+        names, edges, grouped = {}, 0, False
+        for g in root.iter("{http://www.w3.org/2000/svg}g"):
+            kind, name = g.get("class"), (g.findtext("s:title", "", ns) or "")
+            if kind == "node" and re.fullmatch(r"[tg]\d+", name):
+                grouped |= name.startswith("g")
+                label = next(g.iter("{http://www.w3.org/2000/svg}text")).text
+                names[label] = names.get(label, 0) + 1
+            elif kind == "edge" and re.fullmatch(r"[tg]\d+->[tg]\d+", name):
+                edges += 1
+        return re.search(r"(\d+) tasks", title).group(1), names, edges, grouped
+
+    assert shape(tmp_path / drawn) == shape(ROOT / "docs" / "img" / "fib-trace.svg"), (
+        "README.md's picture is not what the code above it draws: run `make pictures`")

@@ -371,6 +371,11 @@ HINT = r"is a taskgraph Node, not its value: call \.result\(\)"
     lambda n: n << 1, lambda n: n >> 1, lambda n: n @ n, lambda n: divmod(n, 2),
     lambda n: n < 1, lambda n: 1 < n, lambda n: n >= n, lambda n: sorted([n, n]),
     lambda n: len(n), lambda n: list(n), lambda n: [x for x in n], lambda n: max(n),
+    lambda n: f"{n:.2f}", lambda n: format(n, ">10"), lambda n: int(n), lambda n: float(n),
+    lambda n: round(n), lambda n: round(n, 2), lambda n: n["a"], lambda n: n[0],
+    lambda n: __import__("math").floor(n), lambda n: __import__("math").ceil(n),
+    lambda n: __import__("math").trunc(n), lambda n: __import__("math").sqrt(n),
+    lambda n: "%(a)s" % n,
 ], ids=lambda f: "use")
 def test_using_a_node_as_its_value_says_to_call_result(use):
     n = add(1, 2)
@@ -413,11 +418,23 @@ def test_other_types_still_combine_with_nodes():
     assert (n < Expr()) == ("gt", n)
 
 
-def test_a_node_is_not_a_number_or_sequence_to_the_c_api():
-    """No nb_int/nb_index/sq_item: timeouts and indexes still refuse a Node plainly."""
+def test_a_node_is_not_an_index_or_sequence_to_the_c_api():
+    """No nb_index, no sq_item: indexes and sequence checks refuse a Node plainly; a timeout
+    (converted to a number) gets the hint."""
     import operator
     n = add(1, 2)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as e:
         operator.index(n)
-    with pytest.raises(TypeError, match="timeout must be a number"):
+    assert "not its value" not in str(e.value)
+    with pytest.raises(TypeError) as e:
+        [1, 2, 3][n]
+    assert "not its value" not in str(e.value)
+    with pytest.raises(TypeError, match=HINT):
         n.result(timeout=n)
+    assert n.state == "new"
+
+
+def test_formatting_a_node_without_a_spec_is_its_str():
+    n = add(1, 2)
+    assert f"{n}" == format(n, "") == str(n) == repr(n) and n.key in f"{n}"
+    assert "%s" % n == str(n)

@@ -1,6 +1,7 @@
 """The @task decorator and what calling a task does, outside a worker and in serial mode."""
 import functools
 import pickle
+import re
 import threading
 
 import pytest
@@ -74,10 +75,95 @@ def test_lambdas_closures_methods_partials():
     assert tg.task(functools.partial(pow, 2))(10).result() == 1024
 
 
-@pytest.mark.parametrize("bad", [None, 3, "f", [1]])
+@pytest.mark.parametrize("bad", [None, 3, [1]])
 def test_non_callable_is_a_clear_error(bad):
     with pytest.raises(TypeError, match="needs a callable"):
         tg.task(bad)
+
+
+def test_a_name_given_as_the_function_points_to_name():
+    """@tg.task("fib") (meant: @tg.task(name="fib")) says how to name a task."""
+    with pytest.raises(TypeError, match=r"got the str 'fib': to name a task, write "
+                                        r"@task\(name='fib'\)"):
+        tg.task("fib")
+    with pytest.raises(TypeError, match="needs a callable"):
+        tg.Task("fib")  # the type itself: plainly
+
+
+def _f(a, b=2, *, c=3):
+    return a + b + c
+
+
+def _kw_only(a, *, must):
+    return (a, must)
+
+
+def _pos_only(a, /, b, **rest):
+    return (a, b, rest)
+
+
+def _star(*args, **kwargs):
+    return (args, kwargs)
+
+
+@pytest.mark.parametrize("task, args, kwargs, why", [
+    (_f, (), {}, "missing a required argument: 'a'"),
+    (_f, (1, 2, 3), {}, "too many positional arguments"),
+    (_f, (1,), {"d": 4}, "got an unexpected keyword argument 'd'"),
+    (_f, (1,), {"a": 1}, "multiple values for argument 'a'"),
+    (_f, (), {"b": 1}, "missing a required argument: 'a'"),
+    (_kw_only, (1,), {}, "missing a required (keyword-only )?argument: 'must'"),  # 3.11's words
+    (_pos_only, (), {"a": 1, "b": 2},
+     "(missing a required positional-only argument: 'a'|'a' parameter is positional only, but was passed as a keyword)"),
+], ids=lambda x: "")
+def test_a_call_the_function_refuses_fails_when_the_node_is_built(task, args, kwargs, why):
+    """Checked against the function's signature when the task is called (inside a task, in
+    serial mode and outside alike), not when the node runs: TypeError naming the task, what
+    is wrong and the signature; no node is made."""
+    t = tg.task(task)
+    with pytest.raises(TypeError, match=rf"task {t.name}: {why} \(its signature: {t.name}\(") as e:
+        t(*args, **kwargs)
+    assert "refused when the node is built" in str(e.value)
+    with tg.serial(), pytest.raises(TypeError, match=why):
+        t(*args, **kwargs)
+
+    @tg.task
+    def parent():
+        try:
+            t(*args, **kwargs)
+        except TypeError as e:
+            return str(e)
+        return "no error"
+    assert re.search(why, tg.compute(parent(), workers=1))
+
+
+def test_calls_the_function_takes_build_nodes_as_before():
+    assert tg.compute(tg.task(_f)(1), tg.task(_f)(1, 2, c=4), tg.task(_f)(a=1, b=1),
+                      tg.task(_kw_only)(1, must=2), tg.task(_kw_only)(a=1, must=2),
+                      tg.task(_pos_only)(1, 2, a=3), tg.task(_pos_only)(1, b=2, z=4),
+                      tg.task(_star)(1, 2, x=3), workers=1) == (
+        6, 7, 5, (1, 2), (1, 2), (1, 2, {"a": 3}), (1, 2, {"z": 4}), ((1, 2), {"x": 3}))
+    # Not a plain function: not checked when built (its errors come from result()).
+    part = tg.task(functools.partial(_f, 1))
+    assert part().compute(workers=1) == 6
+    bad = part(1, 2, 3)  # too many for the partial: found when it runs
+    with pytest.raises(TypeError):
+        bad.compute(workers=1)
+
+
+def test_the_check_follows_a_function_changed_after_decoration():
+    """The cache of what the function takes only gates the check: a call it would refuse is
+    refused only if the function, as it is now, refuses it too."""
+    def g(a):
+        return a
+    t = tg.task(g)
+    g.__defaults__ = (5,)  # now g() is fine
+    assert t().compute(workers=1) == 5
+    def h(a, b):
+        return a + b
+    g.__code__ = h.__code__
+    g.__defaults__ = None
+    assert t(1, 2).compute(workers=1) == 3  # more than the cache said: still fine
 
 
 def test_bad_name_is_a_clear_error():
@@ -132,6 +218,23 @@ def test_compute_passes_plain_values_through():
     x = add(1, 2)
     assert tg.compute([x, 4, {"a": x}]) == [3, 4, {"a": 3}]
     assert tg.compute(5) == 5
+
+
+@pytest.mark.parametrize("what, match", [
+    (lambda: 1, r"compute\(\) got the function .*<lambda>, not a Node"),
+    (print, r"got the function print, not a Node"),
+    (add, r"got the task 'add' itself, not a Node: call it first"),
+])
+def test_compute_of_a_function_or_task_is_a_clear_error(what, match):
+    """tg.compute(lambda: 1) would return the lambda unchanged: a function or a task given
+    where a Node belongs is refused before anything runs, on every backend."""
+    with pytest.raises(TypeError, match=match):
+        tg.compute(what)
+    with pytest.raises(TypeError, match=match):
+        tg.compute(add(1, 2), what, workers=1)
+    with tg.Scheduler(1) as s, pytest.raises(TypeError, match=match):
+        s.compute(what)
+    assert tg.compute([print]) == [print]  # inside a container: a value like any other
 
 
 def test_nodes_cannot_be_pickled():

@@ -183,6 +183,11 @@ def test_progress_bar_counts_tasks(capfd):
     assert out == tuple(range(100))
     err = capfd.readouterr().err
     assert "100/100" in err
+    # One bar, drawn once the total is known: no empty bar first (tqdm's "0task [..."), and
+    # every drawing of it (tqdm or the plain one) shows the total.
+    draws = [d for d in err.replace("\n", "\r").split("\r") if d.strip()]
+    assert draws and all("/100" in d for d in draws), draws[:3]
+    assert err.count("\n") == 1, err
 
 
 def test_traces_opening_and_closing_while_tasks_run():

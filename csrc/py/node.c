@@ -421,6 +421,13 @@ static PyMethodDef node_methods[] = {
      "True if the node finished cancelled (it never ran and never will). Never blocks."},
     {"running", (PyCFunction)tg_node_running, METH_NOARGS,
      "True while its task runs (or the node is claimed by a serial or dask run). Never blocks."},
+    /* The hints of hints.c for what round(), math.floor/ceil/trunc and format() look up. */
+    {"__round__", (PyCFunction)(void (*)(void))tg_node_round, METH_FASTCALL, "Raises a hint."},
+    {"__floor__", (PyCFunction)tg_node_floor, METH_NOARGS, "Raises a hint."},
+    {"__ceil__", (PyCFunction)tg_node_ceil, METH_NOARGS, "Raises a hint."},
+    {"__trunc__", (PyCFunction)tg_node_trunc, METH_NOARGS, "Raises a hint."},
+    {"__format__", (PyCFunction)tg_node_format_spec, METH_O,
+     "format(node, '') is str(node); a format spec raises a hint."},
     {"_repr_html_", (PyCFunction)tg_node_repr_html, METH_NOARGS,
      "Notebook display: the plan of a graph not yet run (inline SVG), or the state and result "
      "summary of a finished node."},
@@ -510,6 +517,7 @@ PyTypeObject TG_NodeType = {
     .tp_as_async = &tg_node_as_async,
     .tp_as_number = &tg_node_as_number,
     .tp_as_sequence = &tg_node_as_sequence,
+    .tp_as_mapping = &tg_node_as_mapping,
     .tp_richcompare = tg_node_richcompare,
     .tp_hash = tg_node_hash,
     .tp_iter = tg_node_iter,

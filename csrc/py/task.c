@@ -39,6 +39,11 @@ static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t n
                                  PyObject *kwnames) {
     TaskObject *task = (TaskObject *)self;
     if (!task_ready(task)) return NULL;
+    /* One compare on the way (the cache is the Task's, immutable once ready); keywords or a
+     * count out of range take the slow check (hints.c). */
+    if ((kwnames || !tg_arity_ok(&task->arity, PyVectorcall_NARGS(nargsf))) &&
+        tg_check_call(&task->arity, task->fn, task->name, args, nargsf, kwnames) < 0)
+        return NULL;
     NodeObject *n = tg_node_new(task->fn, task->name, task->retry, args, nargsf, kwnames);
     if (!n) return NULL;
     tg_tls *tls = &TG_TLS;
@@ -187,6 +192,11 @@ static int task_init_once(TaskObject *self, PyObject *args, PyObject *kw) {
         Py_DECREF(nm);
         return -1;
     }
+    if (tg_arity_of(fn, &self->arity) < 0) {
+        Py_DECREF(nm);
+        Py_XDECREF(retry);
+        return -1;
+    }
     self->fn = Py_NewRef(fn); /* blank before: nothing to release */
     self->name = nm;
     self->retry = retry;
@@ -202,6 +212,7 @@ static int task_init_once(TaskObject *self, PyObject *args, PyObject *kw) {
             Py_CLEAR(self->fn); /* back to blank (task_init) */
             Py_CLEAR(self->name);
             Py_CLEAR(self->retry);
+            tg_arity_clear(&self->arity);
             return -1;
         }
         PyErr_Clear();
@@ -221,7 +232,7 @@ static int task_traverse(TaskObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->fn);
     Py_VISIT(self->retry);
     Py_VISIT(self->dict);
-    return 0;
+    return tg_arity_traverse(&self->arity, visit, arg);
 }
 
 static int task_clear(TaskObject *self) {
@@ -231,6 +242,7 @@ static int task_clear(TaskObject *self) {
     Py_CLEAR(self->fn);
     Py_CLEAR(self->retry);
     Py_CLEAR(self->dict);
+    tg_arity_clear(&self->arity);
     return 0;
 }
 
@@ -392,9 +404,10 @@ PyDoc_STRVAR(task_doc,
 "namedtuples, slices and dataclass instances; the task then depends on them and receives\n"
 "their values. `fn` is the undecorated function; tasks work as methods too.\n\n"
 "Errors: a non-callable fn, a bad name or retry_on raises TypeError; retries outside 0..1000\n"
-"ValueError. Calling a task raises only when\n"
+"ValueError. Calling a task raises TypeError when its function (a plain Python function)\n"
+"would refuse the arguments (too many, a required one missing, an unknown keyword), when\n"
 "its arguments cannot be scanned (a structure nested deeper than 1000 levels: a container\n"
-"that contains itself) or memory runs out; the task's own errors are raised by result().");
+"that contains itself), or MemoryError; the task's own errors are raised by result().");
 
 PyTypeObject TG_TaskType = {
     PyVarObject_HEAD_INIT(NULL, 0)

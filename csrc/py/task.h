@@ -3,6 +3,7 @@
 #ifndef TG_PY_TASK_H
 #define TG_PY_TASK_H
 
+#include "hints.h"
 #include "join.h"
 #include "node.h"
 
@@ -16,6 +17,7 @@ typedef struct {
     PyObject *fn;
     PyObject *name;      /* interned str */
     PyObject *retry;     /* (retries, retry_on) or NULL: given to each of its nodes */
+    tg_arity arity;      /* what fn takes: a call it refuses fails when the node is built */
     PyObject *dict;      /* functools.update_wrapper writes __name__, __doc__, ... here */
     PyObject *weakreflist;
     vectorcallfunc vectorcall;
