@@ -14,7 +14,16 @@ from taskgraph._links import WORK_SPAN
 from taskgraph._state import State
 from taskgraph._trace_record import RETRIED
 
-__all__ = ["analyse", "summary", "moved"]
+__all__ = ["analyse", "summary", "moved", "workers_phrase"]
+
+
+def workers_phrase(workers, pool=None) -> str:
+    """ "2 workers", or "a pool of 2 workers, 1 of which ran tasks" when some ran none
+    (`workers`: how many ran tasks; `pool`: how many there were, None if not known)."""
+    P = max(pool or 0, workers)
+    if P == workers:
+        return f"{P} worker{'s' if P != 1 else ''}"
+    return f"a pool of {P} workers, {workers} of which ran tasks"
 
 
 def moved(records) -> set:
@@ -101,12 +110,12 @@ def summary(records, a, workers, wall, pool=None):
     par = a["work"] / a["span"] if a["span"] else 1.0
     achieved = a["work"] / wall if wall else 0.0
     bound = min(P, par)
-    who = (f"on {P} worker{'s' if P != 1 else ''}" if P == workers else
-           f"on a pool of {P} workers, {workers} of which ran tasks")
     lines = [
-        f"taskgraph trace: {len(records)} tasks {who}, wall {_ms(wall)}",
+        f"taskgraph trace: {len(records)} tasks on {workers_phrase(workers, pool)}, "
+        f"wall {_ms(wall)}",
         f"  work  T1     {_ms(a['work'])}   (sum of the tasks' own time)",
-        f"  span  T_inf  {_ms(a['span'])}   (critical path: {len(a['path'])} task{'s' if len(a['path']) != 1 else ''})",
+        f"  span  T_inf  {_ms(a['span'])}   (critical path: {len(a['path'])} "
+        f"task{'s' if len(a['path']) != 1 else ''})",
         f"  parallelism  T1/T_inf = {par:.2f}",
         f"  speed-up bound min(P, T1/T_inf) = {bound:.2f}; achieved T1/wall = {achieved:.2f}",
     ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from taskgraph._analysis import workers_phrase
 from taskgraph._links import WALL_CLOCK_CAVEAT, WORK_INFLATION
 
 __all__ = ["FLAG", "inflation", "by_name", "inflation_lines", "flag_text", "load_note"]
@@ -72,7 +73,8 @@ def inflation_lines(tr, baseline, limit=8) -> list[str]:
     """The lines Trace.summary(baseline=...) adds."""
     total = inflation(tr, baseline)
     lines = [f"  work inflation {total:.2f}x: work {tr.work / 1e6:.3f} ms here, "
-             f"{baseline.work / 1e6:.3f} ms in the baseline ({baseline.workers} worker(s))"]
+             f"{baseline.work / 1e6:.3f} ms in the baseline (on "
+             f"{workers_phrase(baseline.workers, baseline.pool_size)})"]
     rows = by_name(tr, baseline)
     lines.append("  task                     tasks     work here  work baseline  inflation")
     for name, n, w, bw, x in rows[:limit]:

@@ -23,7 +23,7 @@ import zlib
 from taskgraph._state import State
 
 from taskgraph import _inflation, _predict
-from taskgraph._analysis import moved
+from taskgraph._analysis import moved, workers_phrase
 from taskgraph.viz import INSTALL_GRAPHVIZ, GraphvizError, svg_of, trace_graph
 
 __all__ = ["render", "fragment", "write_report"]
@@ -250,8 +250,9 @@ def _inflation_section(tr, baseline):
         for n, k, w, bw, f in _inflation.by_name(tr, baseline))
     flag = (f'<p class="tg-flag">{_link(_e(_inflation.flag_text(tr, baseline)))}</p>'
             if x > _inflation.FLAG else "")
-    return (f"<p>Work {_ms(tr.work)} on {tr.workers} worker(s) against {_ms(baseline.work)} "
-            f"on {baseline.workers} in the baseline: <b>{x:.2f}x</b>.</p>{flag}"
+    return (f"<p>Work {_ms(tr.work)} on {workers_phrase(tr.workers, tr.pool_size)} against "
+            f"{_ms(baseline.work)} on {workers_phrase(baseline.workers, baseline.pool_size)} in "
+            f"the baseline: <b>{x:.2f}x</b>.</p>{flag}"
             + TABLE + "<tr><th>task</th><th>tasks</th><th>work here</th><th>work baseline</th>"
             f"<th>inflation per task</th></tr>{rows}</table>")
 
