@@ -377,3 +377,26 @@ def test_the_readme_picture_is_what_the_code_beside_it_draws(tmp_path):
 
     assert shape(tmp_path / drawn) == shape(ROOT / "docs" / "img" / "fib-trace.svg"), (
         "README.md's picture is not what the code above it draws: run `make pictures`")
+
+
+@pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")
+def test_the_sample_summary_in_performance_md_is_what_summary_prints_now():
+    """docs/performance.md shows a Trace.summary(): its lines, numbers aside, are the lines a
+    summary of the same kind of run prints today (the page drifted once: a line was missing)."""
+    from helpers import fib
+    text = (DOCS / "performance.md").read_text()
+    sample = text.split("```\ntaskgraph trace:", 1)[1].split("```", 1)[0]
+    sample = ("taskgraph trace:" + sample).strip().splitlines()
+    with tg.Scheduler(workers=2) as s, tg.trace() as tr:
+        s.compute(fib(16, 8))
+    now = tr.summary().splitlines()
+
+    def shape(lines):  # numbers and spacing out, the per-worker rows (however many) once, and
+        # what the burdened line says about its steal cost (measured or not) left out
+        out = [re.sub(r"\s+", " ", re.sub(r"\d+(\.\d+)?", "N", ln)).strip() for ln in lines]
+        out = [ln.split(" (")[0] if ln.startswith("burdened") else ln for ln in out]
+        return [ln for i, ln in enumerate(out) if i == 0 or ln != out[i - 1]]
+    got, want = shape(now), shape(sample)
+    if "a pool of" in got[0]:  # (one worker ran everything: the headline says so)
+        got[0] = want[0]
+    assert got == want, "\n".join(["performance.md:"] + want + ["now:"] + got)
