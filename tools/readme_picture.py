@@ -1,9 +1,12 @@
-"""`make pictures`: draws README.md's first picture by running the code beside it.
+"""`make pictures`: draws README.md's pictures.
 
-The README's first python block ends by drawing the executed graph into fib.svg; this runs
-that block as it is written (in a scratch directory, with the interpreter running this) and
-copies the picture to docs/img/fib-trace.svg, the image the README shows under it. So the
-picture is what the code draws; tests/test_docs.py checks that they still agree."""
+* docs/img/fib-trace.svg: the README's first python block ends by drawing the executed graph
+  into fib.svg; this runs that block as it is written (in a scratch directory, with the
+  interpreter running this) and copies the picture. So the picture is what the code draws;
+  tests/test_docs.py checks that they still agree.
+* docs/img/notebook-trace.png: a trace of the same computation displayed in a notebook
+  (``tr._repr_html_()`` in an output cell under a markdown cell), rendered by headless
+  Chromium (skipped, with a message, when Chromium is not installed)."""
 from __future__ import annotations
 
 import pathlib
@@ -15,6 +18,14 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PICTURE = ROOT / "docs" / "img" / "fib-trace.svg"
+NOTEBOOK = ROOT / "docs" / "img" / "notebook-trace.png"
+# A notebook page: a markdown cell, then the cell that displays the trace (the look of a
+# notebook's own styles is not ours to copy: plain cells, as a renderer without a theme shows).
+_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+body{{font-family:sans-serif;margin:16px;width:968px}} .prompt{{font-family:monospace;color:#555}}
+</style></head><body><div class="md"><h2>Fork-join fib on 2 workers</h2><p>The trace of the
+README's first example, displayed by its cell.</p></div><div class="prompt">In [3]: tr</div>
+<div class="prompt">Out[3]:</div><div class="out">{output}</div></body></html>"""
 
 
 def first_block(readme: pathlib.Path = ROOT / "README.md") -> str:
@@ -33,12 +44,29 @@ def drawn_file(code: str) -> str:
     return names[-1]
 
 
+def notebook_picture(code: str, d: pathlib.Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print(f"no headless Chromium: {NOTEBOOK.relative_to(ROOT)} not redrawn")
+        return
+    # The block, with its trace displayed as a notebook would: tr._repr_html_() into a file.
+    show = code + "\nopen('trace.html', 'w').write(tr._repr_html_())\n"
+    subprocess.run([sys.executable, "-c", show], cwd=d, check=True, capture_output=True)
+    page = d / "notebook.html"
+    page.write_text(_PAGE.format(output=(d / "trace.html").read_text()), encoding="utf-8")
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=1000,1080", f"--screenshot={NOTEBOOK}", page.as_uri()],
+                   check=True, capture_output=True)
+    print(f"wrote {NOTEBOOK.relative_to(ROOT)}")
+
+
 def main() -> int:
     code = first_block()
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([sys.executable, "-c", code], cwd=d, check=True)
         shutil.copyfile(pathlib.Path(d) / drawn_file(code), PICTURE)
-    print(f"wrote {PICTURE.relative_to(ROOT)}")
+        print(f"wrote {PICTURE.relative_to(ROOT)}")
+        notebook_picture(code, pathlib.Path(d))
     return 0
 
 
