@@ -319,5 +319,11 @@ int tg_check_call(const tg_arity *a, PyObject *fn, PyObject *name, PyObject *con
     if (!a->params) return 0;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (!refused(a, nargs, kwnames)) return 0;
-    return confirm_refused(fn, name, args, nargs, kwnames);
+    /* Strong references across the Python code inspect runs, as the call holds its own. */
+    fn = Py_NewRef(fn);
+    name = Py_NewRef(name);
+    int r = confirm_refused(fn, name, args, nargs, kwnames);
+    Py_DECREF(fn);
+    Py_DECREF(name);
+    return r;
 }
