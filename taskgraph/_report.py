@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import re
-import tempfile
 import zlib
-
-from taskgraph._state import State
 
 from taskgraph import _inflation, _predict
 from taskgraph._analysis import moved, workers_phrase
+from taskgraph._state import State
 from taskgraph.viz import INSTALL_GRAPHVIZ, GraphvizError, svg_of, trace_graph
 
 __all__ = ["render", "fragment", "write_report"]

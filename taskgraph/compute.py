@@ -16,7 +16,8 @@ def compute(*args, workers: int | None = None, scheduler: Scheduler | None = Non
             timeout: float | None = None, progress: bool = False):
     """Computes the Nodes in args and returns args with Nodes replaced by their values (one
     value for one argument, else a tuple). See ``Scheduler.compute`` for errors, Ctrl-C and
-    timeouts.
+    timeouts. An argument that is a function or a task rather than a Node (``compute(f)``
+    for ``compute(f())``) raises ``TypeError`` before anything runs, on any backend.
 
     Which scheduler: ``scheduler`` if given (a ``Scheduler`` or another backend, such as
     ``taskgraph.dask.DaskScheduler``); else, with ``workers``, a one-off ``Scheduler(workers)``

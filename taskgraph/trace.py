@@ -197,7 +197,8 @@ class Trace:
         either. ``detail``: None (group above ``threshold`` tasks), "all" or "grouped";
         ``title`` replaces the figures line. ``GraphvizError`` without Graphviz's dot (with a
         path, after writing the .dot source); ``ValueError``/``TypeError`` for bad options.
-        See ``taskgraph.viz.draw_trace``."""
+        Only reads the records: inside or outside a worker alike. See
+        ``taskgraph.viz.draw_trace``."""
         return draw_trace(self, path, threshold=threshold, detail=detail, title=title)
 
     def __len__(self):

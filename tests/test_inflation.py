@@ -58,6 +58,7 @@ def test_the_flag_links_the_docs_by_url_and_says_what_load_does():
     assert "machine was busy" not in slow.summary(baseline=base)
 
 
+@pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")
 def test_a_recorded_trace_keeps_the_machines_load(tmp_path):
     @tg.task
     def one():
