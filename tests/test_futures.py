@@ -238,3 +238,30 @@ def test_callbacks_on_spawned_children_run_once_and_the_parent_waits_for_their_r
         while len(counts) < n and time.monotonic() < deadline:
             time.sleep(0.001)
         assert len(counts) == n and set(counts.values()) == {1}
+
+
+# ---------------------------------------------------------------------- review 2
+@tg.task
+def leaf(i):
+    return i
+
+
+@tg.task
+def adds_a_callback_to_a_finished_child(made):
+    c = leaf(1)
+    c.result()  # c has finished: the callback below runs at once, here
+
+    def cb(node):
+        x = leaf(0)  # as no task: a lazy node, not a child of this task
+        made.append((x.state, x.parent))
+        x.cancel()  # harmless on a lazy node; on a spawned child it failed this task
+    c.add_done_callback(cb)
+    return "ok"
+
+
+def test_a_callback_run_at_once_inside_a_task_runs_as_no_task(sched):
+    # Review 2: add_done_callback on a finished node ran the callback at once as the adding
+    # task, so a task called there was spawned into it (and cancelling it failed the task).
+    made = []
+    assert sched.compute(adds_a_callback_to_a_finished_child(made)) == "ok"
+    assert made == [("new", None)]

@@ -8,7 +8,7 @@ import time
 import pytest
 
 import taskgraph as tg
-from helpers import needs_faults, scaled
+from helpers import needs_faults, run_script, scaled
 from taskgraph._native import core
 
 pytestmark = pytest.mark.timeout(120)
@@ -244,3 +244,60 @@ def test_a_sync_cut_short_by_close_still_holds_the_compute_until_its_children_en
     assert not t.is_alive() and not closer.is_alive()
     assert outcome[-1] == [True] * len(kids), "compute returned before every child ended"
     assert kids[0].result() == 1  # the running child finished normally
+
+
+# ---------------------------------------------------------------------- pruning the children
+def test_a_finalizer_run_by_the_pruning_of_children_cannot_free_what_the_prune_walks():
+    # Review 2: the 64th spawn prunes the finished children; dropping one ran a finalizer with
+    # the parent's task current and a pointer into the list held, the finalizer spawned into
+    # that parent, and the nested prune freed the child the outer one stood on (use-after-free,
+    # caught by PYTHONMALLOC=debug's poisoned memory). Now the pruned children are dropped after
+    # the walk, as no task (tests/test_no_task.py checks the finalizer's task call is lazy).
+    r = run_script("""
+        import threading, time
+        import taskgraph as tg
+
+        made = []
+        release, started = threading.Event(), threading.Event()
+
+        @tg.task
+        def noop():
+            return None
+
+        @tg.task
+        def slow():  # running on the other worker while the 64th spawn prunes
+            started.set()
+            release.wait(30)
+
+        @tg.task
+        def ident(x):
+            return x
+
+        class Bomb:
+            def __del__(self):  # run by the prune, on the parent's worker
+                release.set()
+                time.sleep(0.1)  # `slow` finishes meanwhile
+                made.append(noop())
+
+        @tg.task
+        def parent():
+            b = Bomb()
+            done = threading.Event()
+            x = ident(b)  # finished by the other worker while this one waits
+            x.add_done_callback(lambda n: done.set())
+            del b, x
+            assert done.wait(30)
+            slow()
+            assert started.wait(30)
+            for _ in range(62):  # children 3..64: the 64th spawn prunes
+                noop()
+            return "ok"
+
+        for _ in range(2):
+            release.clear(), started.clear()
+            with tg.Scheduler(workers=2) as s:
+                assert s.compute(parent()) == "ok"
+        assert made and all(n.state == "new" and n.parent is None for n in made), made
+        print("ok")
+        """, env_extra={"PYTHONMALLOC": "debug"})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]

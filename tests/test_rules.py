@@ -4,6 +4,7 @@ backend object (the dask worker side uses it so). The native worker loop runs th
 import pytest
 
 import taskgraph as tg
+from helpers import run_script
 from taskgraph._native import core
 
 
@@ -190,3 +191,45 @@ def test_every_node_of_a_failed_dag_names_the_first_failure_in_its_message():
         with pytest.raises(tg.CancelledError, match=rf"its dependency {mid.key} was cancelled; "
                            rf"the first failure: task {loads[7].key} raised ValueError: bad row 7$"):
             top.result()
+
+
+def test_a_task_called_by_the_note_on_a_failing_task_is_never_an_orphan():
+    # Review 2: the runner wrote the "raised by task" note (exc.add_note) after the task's
+    # sync with the task still current on the worker, so a task called by add_note was spawned
+    # into it unsynced: freed by the collector unretired (node_dealloc's fatal error) or run
+    # after its run ended (a use-after-free). The notes are written as no task now (the class
+    # of it: tests/test_no_task.py). In a process of its own: a crash fails only this test.
+    r = run_script("""
+        import gc, taskgraph as tg
+
+        @tg.task
+        def noop():
+            return 1
+
+        class Evil(Exception):
+            def add_note(self, note):
+                noop()
+                return super().add_note(note)
+
+        @tg.task
+        def child():
+            raise Evil("x")
+
+        @tg.task
+        def parent():
+            c = child()
+            try:
+                c.result()
+            except Evil:
+                pass
+            del c
+            gc.collect()
+            return 1
+
+        for workers in (1, 2):
+            with tg.Scheduler(workers=workers) as s:
+                for _ in range(20):
+                    assert s.compute(parent()) == 1
+        print("ok")
+        """)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -18,7 +18,8 @@ int tg_spawn(Runner *W, NodeObject *n) {
     }
     tg_node_set_parent(n, parent);
     atomic_store_explicit(&n->owner, W->engine, memory_order_relaxed); /* see noderec.h */
-    tg_add_kid(parent, n); /* also the reference that keeps it alive in flight: it is covered */
+    /* Also the reference that keeps it alive in flight: it is covered. */
+    NodeObject *pruned = tg_add_kid(parent, n);
     tg_push r;
     if (tg_fault(TG_FAULT_SPAWN)) { /* as if the deque could not grow */
         tg_task_claim_child(&n->t, prun);
@@ -27,14 +28,18 @@ int tg_spawn(Runner *W, NodeObject *n) {
     } else {
         r = tg_pool_spawn(W->pool, W->index, &n->t, prun);
     }
-    if (r == TG_PUSH_QUEUED) return 0;
-    if (r != TG_PUSH_NOMEM) Py_FatalError("taskgraph: a new node was claimed twice"); /* invariant */
-    /* Claimed and ready but not queued: it fails with MemoryError; nothing waits forever. */
-    PyErr_NoMemory();
-    tg_set_failing(n, PyErr_GetRaisedException());
-    tg_node_drop_inputs(n);
-    tg_finish(W, n, TG_FAILED);
-    tg_node_retire(n, 1);
+    if (r != TG_PUSH_QUEUED) {
+        if (r != TG_PUSH_NOMEM) Py_FatalError("taskgraph: a new node was claimed twice"); /* invariant */
+        /* Claimed and ready but not queued: it fails with MemoryError; nothing waits forever. */
+        PyErr_NoMemory();
+        tg_set_failing(n, PyErr_GetRaisedException());
+        NodeObject *cur = tg_suspend_task(); /* its inputs' finalizers: as no task */
+        tg_node_drop_inputs(n);
+        tg_resume_task(cur);
+        tg_finish(W, n, TG_FAILED);
+        tg_node_retire(n, 1);
+    }
+    if (pruned) tg_drop_kids(W, pruned); /* once n is queued: their finalizers run as no task */
     return 0;
 }
 

@@ -185,7 +185,7 @@ static void forget_read_kid(NodeObject *n) {
     Runner *W = TG_TLS.worker;
     /* p->kids is read only on the thread running p (checked first: no race on it). */
     if (!W || W->current != p) return;
-    NodeObject **link = &p->kids;
+    NodeObject **link = &p->kids, *gone = NULL;
     for (int i = 0; i < 4 && *link; i++) {
         NodeObject *k = *link;
         /* A covered child still held by its runner (not retired yet) stays on the list. */
@@ -194,10 +194,18 @@ static void forget_read_kid(NodeObject *n) {
             continue;
         }
         *link = k->sibling;
-        k->sibling = NULL;
         p->nkids--;
-        Py_DECREF(k); /* the list's reference (the caller holds n) */
+        if (k == n || tg_surely_not_last((PyObject *)k)) { /* the caller holds n */
+            k->sibling = NULL;
+            Py_DECREF(k); /* the list's reference: not the last one, no Python code runs */
+        } else {
+            k->sibling = gone;
+            gone = k;
+        }
     }
+    /* The others' references, dropped once the walk is over (a finalizer may spawn, or
+     * prune) and as no task. */
+    if (gone) tg_drop_kids(W, gone);
 }
 
 static PyObject *node_result(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -221,6 +229,15 @@ static PyObject *node_exception(NodeObject *n, PyObject *const *args, Py_ssize_t
     forget_read_kid(n);
     if (tg_task_state(&n->t) == TG_DONE) Py_RETURN_NONE;
     return Py_NewRef(n->value);
+}
+
+/* add_done_callback(fn): a callback run at once here runs as no task, as it does on the
+ * finishing thread (a task called in it builds a lazy node). */
+static PyObject *node_add_done_callback(NodeObject *n, PyObject *fn) {
+    NodeObject *cur = tg_suspend_task();
+    PyObject *r = tg_node_add_done_callback(n, fn);
+    tg_resume_task(cur);
+    return r;
 }
 
 static PyObject *node_done(NodeObject *n, PyObject *unused) {
@@ -413,7 +430,7 @@ static PyMethodDef node_methods[] = {
     {"compute", (PyCFunction)(void (*)(void))node_compute, METH_VARARGS | METH_KEYWORDS,
      "Same as taskgraph.compute(self, **kwargs)."},
     {"__reduce__", (PyCFunction)node_reduce, METH_NOARGS, "Nodes cannot be pickled."},
-    {"add_done_callback", (PyCFunction)tg_node_add_done_callback, METH_O, add_done_callback_doc},
+    {"add_done_callback", (PyCFunction)node_add_done_callback, METH_O, add_done_callback_doc},
     {"remove_done_callback", (PyCFunction)tg_node_remove_done_callback, METH_O,
      "remove_done_callback(fn): removes every fn (==) not yet called from the done callbacks; "
      "returns how many were removed (as asyncio.Future.remove_done_callback)."},

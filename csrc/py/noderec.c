@@ -209,16 +209,16 @@ int tg_node_cancel_requested(NodeObject *n) {
 
 /* ---------------------------------------------------------------- children */
 
-/* Add n to parent's children (a strong reference). At powers of two from 64 children,
- * children that no sync needs any more are forgotten: finished with a result, or finished
- * and their outcome read, and retired by their runner (tg_kid_retired). So a task that spawns and joins many children in a loop, with or
- * without Node arguments (tg_submit links those here too), keeps a bounded number alive. */
-void tg_add_kid(NodeObject *parent, NodeObject *n) {
-    n->sibling = parent->kids;
-    parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
-    int32_t c = ++parent->nkids;
-    if (c < 64 || (c & (c - 1))) return;
-    NodeObject **link = &parent->kids;
+/* Called by tg_add_kid at powers of two from 64 children: children that no sync needs any
+ * more are taken off the list: finished with a result, or finished and their outcome read,
+ * and retired by their runner (tg_kid_retired). So a task that spawns and joins many children
+ * in a loop, with or without Node arguments (tg_submit links those here too), keeps a bounded
+ * number alive. They are returned (linked through `sibling`, each with the list's reference),
+ * not dropped here: dropping one can run Python code (a finalizer), which must not run while
+ * this walk holds a pointer into the list, nor as the parent's task (the caller drops them
+ * with tg_drop_kids, worker.h). */
+NodeObject *tg_prune_kids(NodeObject *parent) {
+    NodeObject **link = &parent->kids, *pruned = NULL;
     while (*link) {
         NodeObject *k = *link;
         int st = tg_task_state(&k->t);
@@ -226,11 +226,12 @@ void tg_add_kid(NodeObject *parent, NodeObject *n) {
         if ((st == TG_DONE || (st > TG_DONE && atomic_load_explicit(&k->seen, memory_order_relaxed))) &&
             tg_kid_retired(k)) {
             *link = k->sibling;
-            k->sibling = NULL;
+            k->sibling = pruned;
+            pruned = k;
             parent->nkids--;
-            Py_DECREF(k);
         } else {
             link = &k->sibling;
         }
     }
+    return pruned;
 }

@@ -112,8 +112,30 @@ void tg_node_drop_inputs(NodeObject *n);
 PyObject *tg_node_inputs(NodeObject *n);
 /* Clears the argument slots (tp_clear, and after the node ran). */
 void tg_node_clear_args(NodeObject *n);
-/* Adds n (just claimed by parent's thread) to parent's children; prunes finished ones. */
-void tg_add_kid(NodeObject *parent, NodeObject *n);
+/* Whether dropping one reference to o, held by this thread, surely leaves o alive, so that
+ * no Python code (a finalizer) can run in that Py_DECREF: another reference is held by this
+ * thread (free-threaded CPython: o is ours and its local count, which only its owner thread
+ * changes, is above 1; with the GIL, held, its count is). */
+static inline int tg_surely_not_last(PyObject *o) {
+#ifdef Py_GIL_DISABLED
+    return _Py_IsOwnedByCurrentThread(o) && o->ob_ref_local > 1;
+#else
+    return Py_REFCNT(o) > 1;
+#endif
+}
+/* Takes the children no sync needs any more off parent's list and returns them (a chain
+ * through `sibling`, strong references), or NULL (see tg_add_kid). */
+NodeObject *tg_prune_kids(NodeObject *parent);
+/* Adds n (just claimed by parent's thread) to parent's children (a strong reference). At
+ * powers of two from 64 children, the finished ones are taken off the list (tg_prune_kids)
+ * and returned, or NULL: the caller drops them after it is done with the list (tg_drop_kids,
+ * worker.h), since dropping them can run Python code. */
+static inline NodeObject *tg_add_kid(NodeObject *parent, NodeObject *n) {
+    n->sibling = parent->kids;
+    parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
+    int32_t c = ++parent->nkids;
+    return c < 64 || (c & (c - 1)) ? NULL : tg_prune_kids(parent);
+}
 /* The runner of n is done with it (see `retired`): called last, after its finish, for a
  * covered child; no-op for others. `covered` is n->t.covered read before the finish. */
 static inline void tg_node_retire(NodeObject *n, int covered) {

@@ -181,14 +181,24 @@ typedef struct {
     PyObject *call, *backend, *where;
     PyObject *value;         /* the failure while the task fails */
     _Atomic uint8_t failing;
+    PyObject *tls_backend;   /* this thread's backend (TG_TLS.backend) for the task's calls */
 } py_backend;
 
-static PyObject *py_call(tg_body *b) { return PyObject_CallNoArgs(((py_backend *)b->ctx)->call); }
+/* As the native worker does with its current task (worker.c, native_call), the thread's
+ * backend is the task's only while its own code runs: from the call to the sync. The notes
+ * and the rules applied after it run as no task, so a task called there (an exception's
+ * add_note, __str__) builds a lazy node instead of a child nobody would sync. */
+static PyObject *py_call(tg_body *b) {
+    py_backend *p = b->ctx;
+    TG_TLS.backend = p->tls_backend;
+    return PyObject_CallNoArgs(p->call);
+}
 
 static void py_sync(tg_body *b) {
     py_backend *p = b->ctx;
     PyObject *kids = PyObject_CallMethod(p->backend, "sync", "O",
                                          tg_body_failing(b) ? p->value : Py_None);
+    TG_TLS.backend = NULL; /* the task's code is over (see py_call) */
     /* A private copy: the notes below may run Python code, which must not change it. */
     PyObject *seq = kids && PySequence_Check(kids) ? PySequence_List(kids) : NULL;
     if (kids && !seq && !PyErr_Occurred())
@@ -220,10 +230,12 @@ static const tg_body_ops py_ops = {py_call, py_sync, py_retrying, NULL, py_where
 
 PyObject *tg_run_python_body(PyObject *call, PyObject *backend, PyObject *key, PyObject *where,
                              PyObject *retry) {
-    py_backend p = {call, backend, where, NULL, 0};
+    /* Borrowed: the thread state's dict holds it (set_backend, module.c). */
+    py_backend p = {call, backend, where, NULL, 0, TG_TLS.backend};
     tg_body b = {.ops = &py_ops, .ctx = &p, .key = key, .retry = retry, .value = &p.value,
                  .failing = &p.failing};
     PyObject *r = tg_run_body(&b);
+    TG_TLS.backend = p.tls_backend;
     if (!r) PyErr_SetRaisedException(p.value); /* steals it */
     else Py_XDECREF(p.value);
     return r;

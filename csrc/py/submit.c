@@ -113,6 +113,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
     stack st = {NULL, 0, 0};
     Py_ssize_t claimed = 0;
     int err = 0;
+    NodeObject *pruned = NULL; /* children the parent let go of: dropped at the end */
     for (Py_ssize_t i = count - 1; i >= 0 && !err; i--) err = push(&st, (NodeObject *)nodes[i], 0);
     while (!err && st.n > 0) {
         entry en = st.e[--st.n];
@@ -152,7 +153,13 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
         atomic_store_explicit(&n->owner, run->owner, memory_order_relaxed); /* see noderec.h */
         if (parent) { /* submitted from inside a task: part of it (implicit sync) */
             tg_node_set_parent(n, parent);
-            tg_add_kid(parent, n);
+            NodeObject *gone = tg_add_kid(parent, n);
+            while (gone) { /* no Python code in this loop: kept for the end */
+                NodeObject *next = gone->sibling;
+                gone->sibling = pruned;
+                pruned = gone;
+                gone = next;
+            }
         }
         claimed++;
         for (Py_ssize_t i = n->deps ? PyTuple_GET_SIZE(n->deps) - 1 : -1; i >= 0 && !err; i--) {
@@ -178,9 +185,10 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
     tg_task *refused = s->refused;
     PyMem_Free(s);
     PyMem_Free(st.e);
-    if (refused) {
+    if (refused || pruned) {
         PyObject *exc = PyErr_GetRaisedException();
-        tg_cancel_refused(refused);
+        if (refused) tg_cancel_refused(refused);
+        if (pruned) tg_drop_kids(W, pruned); /* as no task (pruned only with a parent: W is set) */
         PyErr_SetRaisedException(exc);
     }
     if (!W && tg_run_release(&run->r)) tg_run_ended(run);

@@ -9,7 +9,7 @@
  * for the core; the worker that is handed the node owns it and that reference, and drops it
  * after the finish. A covered child (spawned without dependencies, join.c) carries none: its
  * parent's `kids` list holds it, and its runner retires it after the finish instead
- * (tg_node_retire), after which the parent may let go (wait_retired). */
+ * (tg_node_retire), after which the parent may let go (tg_wait_retired). */
 #include "worker.h"
 #include "callbacks.h"
 
@@ -34,14 +34,13 @@ tg_idle_fn tg_idle_begin = idle_begin, tg_idle_end = idle_end;
 
 /* n's done callbacks, now that its state is final (before its run ends: whoever waits for the
  * run sees them done). They run as no task's code: a task called in one builds a lazy node
- * rather than being spawned into whatever task this worker is nested in. */
+ * rather than being spawned into whatever task this thread runs (a node.cancel() or a serial
+ * run inside a task finishes nodes there). */
 static void fire_callbacks(NodeObject *n) {
     if (!tg_callbacks_pending(n)) return;
-    Runner *W = TG_TLS.worker;
-    NodeObject *cur = W ? W->current : NULL;
-    if (W) W->current = NULL;
+    NodeObject *cur = tg_suspend_task();
     tg_callbacks_fire_slow(n);
-    if (W) W->current = cur;
+    tg_resume_task(cur);
 }
 
 void tg_finish(Runner *W, NodeObject *n, int final) {
@@ -117,6 +116,7 @@ fail:
 }
 
 void tg_cancel_refused(tg_task *refused) {
+    NodeObject *cur = tg_suspend_task(); /* drops and callbacks below: as no task */
     while (refused) {
         tg_task *t = refused;
         refused = t->link;
@@ -137,6 +137,7 @@ void tg_cancel_refused(tg_task *refused) {
         }
         Py_DECREF(n); /* the core's reference */
     }
+    tg_resume_task(cur);
 }
 
 /* ---------------------------------------------------------------- failures */
@@ -171,7 +172,7 @@ static void fail_run(NodeObject *n) {
 /* ---------------------------------------------------------------- running */
 
 /* Calls the node's function with its arguments (Nodes inside replaced by their values). */
-static PyObject *call_task(NodeObject *n) {
+static inline __attribute__((always_inline)) PyObject *call_task(NodeObject *n) {
     Py_ssize_t total = Py_SIZE(n);
     if (!n->deps) return PyObject_Vectorcall(n->fn, n->args, (size_t)n->nargs, n->kwnames);
     PyObject *small[8], **sub = total <= 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)total);
@@ -222,11 +223,9 @@ PyObject *tg_stack_error(NodeObject *n, const char *doing) {
     return err ? err : tg_memory_error();
 }
 
-/* Waits until the runner of finished child k has retired it (noderec.h): a covered child's
- * runner stores the state, then may still run its done callbacks, before its last touch.
- * Detached while waiting (a callback may stop the world for a collection). */
-static void wait_retired(NodeObject *k) {
-    if (tg_kid_retired(k)) return;
+/* A covered child's runner stores the state, then may still run its done callbacks, before
+ * its last touch. Detached while waiting (a callback may stop the world for a collection). */
+void tg_wait_retired(NodeObject *k) {
     Py_BEGIN_ALLOW_THREADS
     while (!tg_kid_retired(k)) sched_yield();
     Py_END_ALLOW_THREADS
@@ -277,18 +276,7 @@ static void sync_kids(Runner *W, tg_body *b) {
         tg_run_hold_until_drain(RUN_OF(tg_task_run(&n->t)), kids);
         return;
     }
-    /* Dropping the children may run finalizers: not as part of this task (a task they call
-     * would be spawned into it after its sync). */
-    NodeObject *cur = W->current;
-    W->current = NULL;
-    while (kids) {
-        NodeObject *next = kids->sibling;
-        kids->sibling = NULL;
-        wait_retired(kids);
-        Py_DECREF(kids);
-        kids = next;
-    }
-    W->current = cur;
+    tg_drop_kids(W, kids); /* their finalizers run as no task (W->current is NULL already) */
 }
 
 /* The task runner's native backend (rules.h): W's C functions, no Python in between. */
@@ -297,10 +285,19 @@ typedef struct {
     tg_rec_start *rs;
 } native_body;
 
-static PyObject *native_call(tg_body *b) { return call_task(b->node); }
+/* W->current is the task only while its own code runs: from its call (argument substitution
+ * included) to its sync. The sync, the notes on its exception, the trace record, the drops
+ * and the finish that follow run as no task (docs/design/native.md, "Code that runs as no
+ * task"): a task called there builds a lazy node instead of a child nobody would sync. */
+static PyObject *native_call(tg_body *b) {
+    ((native_body *)b->ctx)->W->current = b->node;
+    return call_task(b->node);
+}
 
 static void native_sync(tg_body *b) {
-    if (b->node->kids) sync_kids(((native_body *)b->ctx)->W, b);
+    Runner *W = ((native_body *)b->ctx)->W;
+    W->current = NULL;
+    if (b->node->kids) sync_kids(W, b);
 }
 
 static void native_retrying(tg_body *b, int attempt) {
@@ -317,8 +314,10 @@ static PyObject *worker_where(tg_body *b) {
 
 static const tg_body_ops worker_ops = {native_call, native_sync, native_retrying,
                                        native_stop_asked, worker_where};
-/* Inline (serial mode): no children to sync, no trace. */
-static const tg_body_ops inline_ops = {native_call, NULL, NULL, native_stop_asked, serial_where};
+/* Inline (serial mode): no children to sync, no trace; the current task (serial mode inside a
+ * task) stays what it is: a task called in serial mode runs inline, it never spawns. */
+static PyObject *inline_call(tg_body *b) { return call_task(b->node); }
+static const tg_body_ops inline_ops = {inline_call, NULL, NULL, native_stop_asked, serial_where};
 
 /* An internal failure while finishing n (an injected fault in the tests): n fails with
  * BrokenSchedulerError and the engine is broken. */
@@ -349,17 +348,22 @@ static void observer_failed(Runner *W, NodeObject *n) {
     Py_XDECREF(reason);
 }
 
-/* Drops n's inputs after it ran (or was skipped) on W. Their finalizers (__del__, weakref
- * callbacks) may run here: they run as no task's code (W->current is NULL meanwhile), so a
- * task they call is built lazily instead of being spawned into whatever task W is nested in. */
-static void drop_inputs_detached(Runner *W, NodeObject *n) {
-    NodeObject *cur = W->current;
-    W->current = NULL;
-    tg_node_drop_inputs(n);
-    W->current = cur;
+/* Finishes n, run or skipped on W, and lets go of it: the core's reference, or, for a
+ * covered child, retiring it after its callbacks (noderec.h). */
+static void finish_and_let_go(Runner *W, NodeObject *n, int final) {
+    int covered = n->t.covered; /* read before the finish: n may be let go after it */
+    tg_task *refused = NULL;
+    tg_run *run = tg_task_run(&n->t); /* read before the finish publishes n */
+    int ended = tg_pool_finish(W->pool, W->index, &n->t, (tg_state)final, &refused);
+    fire_callbacks(n);
+    if (ended) tg_run_ended(RUN_OF(run));
+    if (refused) tg_cancel_refused(refused);
+    if (covered) tg_node_retire(n, 1); /* its parent's reference keeps it: our last touch */
+    else Py_DECREF(n); /* the core's reference */
 }
 
-/* Runs node n, handed to W by the pool, and finishes it. */
+/* Runs node n, handed to W by the pool, and finishes it. W->current is NULL here (wait_loop):
+ * the task is current only during its own call (native_call to native_sync). */
 static void execute(Runner *W, NodeObject *n) {
     /* Relaxed: a hint (see RunObject.cancel_running). */
     NodeObject *parent = tg_node_parent(n);
@@ -368,8 +372,6 @@ static void execute(Runner *W, NodeObject *n) {
         skip(W, n);
         return;
     }
-    NodeObject *prev = W->current;
-    W->current = n;
     tg_rec_start rs;
     tg_rec_begin(W->watch, &rs);
     /* No recursion check of our own: every level of nested joins runs the task's Python
@@ -378,7 +380,6 @@ static void execute(Runner *W, NodeObject *n) {
     tg_body b = {.ops = &worker_ops, .ctx = &c, .node = n, .retry = n->retry, .value = &n->value,
                  .failing = &n->failing};
     PyObject *res = tg_run_body(&b);
-    W->current = prev;
     if (res && tg_fault(TG_FAULT_RESULT)) { /* as if storing the result had failed */
         Py_CLEAR(res);
         tg_set_failing(n, internal_failure(W, n, "storing the result"));
@@ -393,11 +394,8 @@ static void execute(Runner *W, NodeObject *n) {
     }
     rs.attempt = b.attempts - 1;
     if (rs.timed && tg_rec_end(W->watch, &rs, n, final) < 0) observer_failed(W, n);
-    drop_inputs_detached(W, n);
-    int covered = n->t.covered; /* read before the finish: n may be let go after it */
-    tg_finish(W, n, final);
-    if (covered) tg_node_retire(n, 1); /* its parent's reference keeps it: our last touch */
-    else Py_DECREF(n); /* the core's reference */
+    tg_node_drop_inputs(n); /* their finalizers run as no task */
+    finish_and_let_go(W, n, final);
 }
 
 /* Finishes node n, handed to W with skip set, as cancelled. */
@@ -406,11 +404,8 @@ static void skip(Runner *W, NodeObject *n) {
     tg_rec_begin(W->watch, &rs);
     n->value = cancel_error(n);
     if (rs.timed && tg_rec_end(W->watch, &rs, n, TG_CANCELLED) < 0) observer_failed(W, n);
-    drop_inputs_detached(W, n);
-    int covered = n->t.covered; /* read before the finish: n may be let go after it */
-    tg_finish(W, n, TG_CANCELLED);
-    if (covered) tg_node_retire(n, 1); /* its parent's reference keeps it: our last touch */
-    else Py_DECREF(n); /* the core's reference */
+    tg_node_drop_inputs(n); /* their finalizers run as no task */
+    finish_and_let_go(W, n, TG_CANCELLED);
 }
 
 /* An injected fault stops worker W between two tasks (its thread ends: work() raises). */
@@ -419,17 +414,27 @@ static tg_find worker_dies(Runner *W) {
     return TG_FIND_SHUTDOWN;
 }
 
-/* The one dispatch loop. */
+/* The one dispatch loop. What it runs (other tasks, skips, their finishing) runs as no task
+ * of the joiner's: each task is current during its own call only; the joiner is again when
+ * the loop returns. */
 static tg_find wait_loop(Runner *W, NodeObject *awaited, int how) {
     tg_pool *pool = W->pool;
     tg_task *want = awaited ? &awaited->t : NULL, *t;
+    NodeObject *joiner = W->current;
+    W->current = NULL;
+    tg_find r;
     for (;;) {
-        tg_find r = tg_pool_find(pool, W->index, want, how, W, &t);
+        r = tg_pool_find(pool, W->index, want, how, W, &t);
         if (r == TG_FIND_RUN) execute(W, NODE_OF(t));
         else if (r == TG_FIND_SKIP) skip(W, NODE_OF(t));
-        else return r;
-        if (!awaited && tg_fault(TG_FAULT_WORKER)) return worker_dies(W);
+        else break;
+        if (!awaited && tg_fault(TG_FAULT_WORKER)) {
+            r = worker_dies(W);
+            break;
+        }
     }
+    W->current = joiner;
+    return r;
 }
 
 tg_find tg_wait_until(Runner *W, NodeObject *awaited) {
@@ -492,10 +497,12 @@ done:
 }
 
 void tg_finish_external(NodeObject *n, int final, PyObject *value) {
+    NodeObject *cur = tg_suspend_task(); /* node.cancel() in a task: drops and callbacks as no task */
     n->value = Py_NewRef(value);
     if (final == TG_FAILED) atomic_store_explicit(&n->failing, 1, memory_order_release); /* see set_failing */
     tg_node_drop_inputs(n);
     tg_finish(NULL, n, final);
+    tg_resume_task(cur);
 }
 
 /* ---------------------------------------------------------------- serial elision */

@@ -23,12 +23,47 @@ struct tg_runner {
     int index;
     int max_help_depth;      /* the engine's: nested joins that still steal */
     int depth;               /* joins nested on this thread */
-    NodeObject *current;     /* the node whose task runs on this thread, or NULL */
+    /* The node whose task's own code runs on this thread, or NULL: set only from the call of
+     * its function to the start of its sync (execute), so that code the engine runs on its
+     * own behalf (drops, notes, callbacks, other tasks in a join) runs as no task; a task
+     * called there builds a lazy node (docs/design/native.md, "Code that runs as no task"). */
+    NodeObject *current;
     PyThreadState *saved;    /* while idle (detached from the interpreter) */
     int died;                /* an injected fault stopped this worker (TG_FAULT_WORKER) */
 };
 
 extern tg_idle_fn tg_idle_begin, tg_idle_end;
+/* Sets aside the task whose code runs on this thread, if any: until tg_resume_task, Python
+ * code run here (a finalizer, a callback) runs as no task, so a task it calls builds a lazy
+ * node instead of being spawned into that task. Returns what tg_resume_task takes. */
+static inline NodeObject *tg_suspend_task(void) {
+    Runner *W = TG_TLS.worker;
+    NodeObject *cur = W ? W->current : NULL;
+    if (cur) W->current = NULL;
+    return cur;
+}
+static inline void tg_resume_task(NodeObject *cur) {
+    if (cur) TG_TLS.worker->current = cur;
+}
+/* Waits (detached) until the runner of finished child k has retired it (noderec.h). */
+void tg_wait_retired(NodeObject *k);
+/* Drops a chain of children (linked through `sibling`, each holding a strong reference) on
+ * W's thread, each once its runner has retired it. Their finalizers (and their results') run
+ * here as no task: not as part of the task whose list they were on (a task they call would be
+ * spawned into it, maybe after its sync: an orphan); the chain is off that list already (they
+ * may prune it). */
+static inline void tg_drop_kids(Runner *W, NodeObject *kids) {
+    NodeObject *cur = W->current;
+    W->current = NULL;
+    while (kids) {
+        NodeObject *next = kids->sibling;
+        kids->sibling = NULL;
+        if (!tg_kid_retired(kids)) tg_wait_retired(kids);
+        Py_DECREF(kids);
+        kids = next;
+    }
+    W->current = cur;
+}
 /* Runs tasks on W until `awaited` finishes (or, when NULL, until the pool shuts down). */
 tg_find tg_wait_until(Runner *W, NodeObject *awaited);
 /* Waits for n as a join of the task running on W (nested helping, counted in the join depth);
