@@ -275,6 +275,14 @@ class Scheduler:
             for n in nodes:
                 n.exception()  # joins
             return None
+        if core._worker_engine() is self._engine and not all(n.done() for n in nodes):
+            # a done callback, a finalizer, a note run by a worker of ours, as no task
+            raise TaskgraphError(
+                f"a compute on {self!r} from its own worker thread "
+                f"{threading.current_thread().name} outside any task (a done callback, a "
+                "finalizer or an exception's note run by the worker): the worker would block on "
+                "its own scheduler's nodes, which may need it, and could wait forever; add a done "
+                "callback instead of waiting (or compute on another scheduler)")
         run = compute_nodes(self, nodes, timeout, progress, cancel_on_timeout)
         return run.error if run is not None else None
 

@@ -207,7 +207,7 @@ def _small(i):
 @tg.task
 def _spawn_with_callbacks(n, counts, lock, slow_every):
     """Spawns n children and adds a done callback to each at once, racing with the thief that
-    finishes them; every slow_every-th callback sleeps, so the parent's sync waits for a child
+    finishes them; every slow_every-th callback sleeps, so the parent's sync meets a child
     whose runner is still in its callbacks (the retire hand-off, docs/design/native.md)."""
     kids = []
     for i in range(n):
@@ -223,11 +223,12 @@ def _spawn_with_callbacks(n, counts, lock, slow_every):
     return sum(k.result() for k in kids)
 
 
-def test_callbacks_on_spawned_children_run_once_and_the_parent_waits_for_their_runner(sched):
+def test_callbacks_on_spawned_children_run_once_and_nothing_is_freed_early(sched):
     """A child spawned inside a task is covered by its parent (no reference of the core): its
-    runner may still be running its callbacks when the parent syncs, and the parent must not
-    let go of it before. Every callback runs exactly once; nothing is freed early (the ASan
-    run of this test, and node_dealloc's check, would show it)."""
+    runner may still be running its callbacks when the parent syncs; it holds a reference of
+    its own for them and retires the child first, so the parent lets go of it without waiting
+    for them. Every callback runs exactly once; nothing is freed early (the ASan run of this
+    test, and node_dealloc's check, would show it)."""
     n = 300
     for _ in range(5):
         counts, lock = {}, threading.Lock()
@@ -265,3 +266,113 @@ def test_a_callback_run_at_once_inside_a_task_runs_as_no_task(sched):
     made = []
     assert sched.compute(adds_a_callback_to_a_finished_child(made)) == "ok"
     assert made == [("new", None)]
+
+
+def test_keyboard_interrupt_in_a_callback_run_at_once_propagates_after_the_others_ran():
+    # As concurrent.futures lets a BaseException through add_done_callback. The node's other
+    # callbacks still run (each exactly once).
+    n = leaf(1)
+    n.result()
+    with pytest.raises(KeyboardInterrupt, match="from the callback"):
+        n.add_done_callback(lambda node: (_ for _ in ()).throw(KeyboardInterrupt("from the callback")))
+    with pytest.raises(SystemExit):
+        n.add_done_callback(lambda node: sys.exit(3))
+    ran = []
+    n.add_done_callback(lambda node: ran.append(1))  # nothing left over
+    assert ran == [1]
+
+
+@pytest.mark.thread_unsafe(reason="interrupts the main thread; replaces sys.unraisablehook")
+def test_keyboard_interrupt_in_a_callback_on_a_worker_is_reported_and_interrupts_main(monkeypatch):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a KeyboardInterrupt is delivered to the main thread")
+    reports = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reports.append(u.exc_value))
+
+    def stop(node):
+        raise KeyboardInterrupt("stop from a callback")
+
+    with tg.Scheduler(workers=1) as s:
+        n = leaf(1)
+        n.add_done_callback(stop)
+        with pytest.raises(KeyboardInterrupt):
+            s.compute(n)  # the callback runs before the compute returns: interrupted there
+            time.sleep(30)  # never reached: the interrupt is pending already
+        m = leaf(2)
+        m.add_done_callback(lambda node: sys.exit(3))
+        assert s.compute(m) == 2  # SystemExit is reported only (a worker thread never exits)
+    assert [type(e) for e in reports] == [KeyboardInterrupt, SystemExit]
+
+
+@tg.task
+def child_with_a_blocking_callback(started):
+    started.set()
+    return 1
+
+
+@tg.task
+def parent_of_a_child_with_a_blocking_callback(parent_done, outcome):
+    started = threading.Event()
+    c = child_with_a_blocking_callback(started)
+    # Blocks until the compute has returned: the parent's sync must not wait for it.
+    c.add_done_callback(lambda node: outcome.append(parent_done.wait(30)))
+    assert started.wait(30)  # this worker waits: the other one runs the child
+    return "parent"
+
+
+def test_the_parents_sync_waits_for_a_childs_result_not_its_callbacks():
+    # Review 2: the sync spun (sched_yield) until a child's runner had left its callbacks,
+    # although docs/api.md says it does not wait for them: a callback that blocked until the
+    # parent ended held it forever. The runner now lets go of a child before its callbacks.
+    parent_done, outcome = threading.Event(), []
+    with tg.Scheduler(workers=2) as s:
+        assert s.compute(parent_of_a_child_with_a_blocking_callback(parent_done, outcome)) == "parent"
+        parent_done.set()
+        deadline = time.monotonic() + 30
+        while not outcome and time.monotonic() < deadline:
+            time.sleep(0.001)
+    assert outcome == [True]
+
+
+class Box:
+    node = None
+
+
+@tg.task
+def child_waiting_for_its_parent_in_a_callback(box, errors, hop):
+    if hop:  # on the other worker: the parent's thread waits in hop.wait meanwhile
+        hop.set()
+    return 1
+
+
+@tg.task
+def parent_whose_child_callback_waits_for_it(box, errors, two_threads):
+    hop = threading.Event() if two_threads else None
+    called = threading.Event()
+
+    def wait_for_parent(node):
+        try:
+            box.node.result()
+        except tg.TaskgraphError as e:
+            errors.append(e)
+        finally:
+            called.set()
+    c = child_waiting_for_its_parent_in_a_callback(box, errors, hop)
+    c.add_done_callback(wait_for_parent)
+    if hop:
+        assert hop.wait(30)
+    value = c.result() + 1
+    assert called.wait(30)  # this task runs until the callback has tried
+    return value
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_callback_that_waits_for_its_parent_is_refused_not_deadlocked(workers):
+    # With one worker the child runs inside its parent's join, on the same thread: the parent
+    # cannot go on until the callback returns. A wait on a worker outside any task for a node
+    # of that worker's scheduler is refused (TaskgraphError), whatever the timing.
+    box, errors = Box(), []
+    with tg.Scheduler(workers=workers) as s:
+        box.node = parent_whose_child_callback_waits_for_it(box, errors, workers == 2)
+        assert s.compute(box.node) == 2
+    assert len(errors) == 1 and "outside any task" in str(errors[0])

@@ -16,16 +16,13 @@
 static char fired_tag;
 #define FIRED ((PyObject *)&fired_tag)
 
-/* Calls fn(n); an exception goes to sys.unraisablehook (never to the caller: the finishing
- * worker, or add_done_callback's caller, must not see it). */
-static void call_one(NodeObject *n, PyObject *fn) {
-    PyObject *r = PyObject_CallOneArg(fn, (PyObject *)n);
-    if (r) {
-        Py_DECREF(r);
-        return;
-    }
+/* Reports the raised exception of callback fn through sys.unraisablehook. */
+static void report(NodeObject *n, PyObject *fn) {
 #if PY_VERSION_HEX >= 0x030D0000
+    PyObject *exc = PyErr_GetRaisedException();
     PyObject *key = tg_node_key(n);
+    PyErr_Clear(); /* the key's error, if any: the callback's own is reported */
+    PyErr_SetRaisedException(exc);
     if (key) {
         PyErr_FormatUnraisable("Exception ignored in done callback %R of taskgraph node %U", fn, key);
         Py_DECREF(key);
@@ -33,6 +30,27 @@ static void call_one(NodeObject *n, PyObject *fn) {
     }
 #endif
     PyErr_WriteUnraisable(fn);
+}
+
+/* Calls fn(n). An Exception goes to sys.unraisablehook: it never reaches the finishing worker
+ * nor add_done_callback's caller. Any other BaseException (KeyboardInterrupt, SystemExit) is
+ * not swallowed: in the thread that added the callback (`adder`: run at once) it is returned
+ * (a new reference) to be raised there once the other callbacks ran, as concurrent.futures
+ * lets it through; on the thread that finished the node (a worker, a cancel() or a close()),
+ * which must go on, it is reported the same way, and a KeyboardInterrupt also interrupts the
+ * main thread as Ctrl-C would (a compute waiting there stops). NULL otherwise. */
+static PyObject *call_one(NodeObject *n, PyObject *fn, int adder) {
+    PyObject *r = PyObject_CallOneArg(fn, (PyObject *)n);
+    if (r) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    int base = !PyErr_ExceptionMatches(PyExc_Exception);
+    if (base && adder) return PyErr_GetRaisedException();
+    int interrupt = base && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
+    report(n, fn);
+    if (interrupt) PyErr_SetInterrupt();
+    return NULL;
 }
 
 /* Takes the list out (once): the list (new reference), or NULL if it was taken already. */
@@ -45,15 +63,26 @@ static PyObject *take_list(NodeObject *n) {
     return cb == FIRED ? NULL : cb;
 }
 
-void tg_callbacks_fire_slow(NodeObject *n) {
+int tg_callbacks_fire_slow(NodeObject *n, int adder) {
     PyObject *cb = take_list(n);
-    if (!cb) return;
+    if (!cb) return 0;
     PyObject *saved = PyErr_GetRaisedException();
+    PyObject *base = NULL; /* the adder's first KeyboardInterrupt / SystemExit: the rest run */
     Py_INCREF(n); /* a callback may drop the last other reference */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cb); i++) call_one(n, PyList_GET_ITEM(cb, i));
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cb); i++) {
+        PyObject *b = call_one(n, PyList_GET_ITEM(cb, i), adder); /* the list is ours alone */
+        if (b && !base) base = b;
+        else Py_XDECREF(b);
+    }
     Py_DECREF(n);
     Py_DECREF(cb);
+    if (base) {
+        Py_XDECREF(saved); /* none expected in the adder */
+        PyErr_SetRaisedException(base);
+        return -1;
+    }
     PyErr_SetRaisedException(saved);
+    return 0;
 }
 
 int tg_callbacks_traverse(NodeObject *n, visitproc visit, void *arg) {
@@ -77,7 +106,11 @@ PyObject *tg_node_add_done_callback(NodeObject *n, PyObject *fn) {
         return NULL;
     }
     if (tg_task_state(&n->t) >= TG_DONE) {
-        call_one(n, fn);
+        PyObject *b = call_one(n, fn, 1);
+        if (b) {
+            PyErr_SetRaisedException(b);
+            return NULL;
+        }
         Py_RETURN_NONE;
     }
     PyObject *fresh = PyList_New(0); /* made outside the critical section (it may collect) */
@@ -100,13 +133,17 @@ PyObject *tg_node_add_done_callback(NodeObject *n, PyObject *fn) {
     Py_XDECREF(fresh);
     if (err) return NULL;
     if (now) {
-        call_one(n, fn);
+        PyObject *b = call_one(n, fn, 1);
+        if (b) {
+            PyErr_SetRaisedException(b);
+            return NULL;
+        }
         Py_RETURN_NONE;
     }
     /* seq_cst fence: pairs with the fence in tg_callbacks_fire (after the finisher's store of
      * the final state): either it sees our list, or we see its state and run the list. */
     atomic_thread_fence(memory_order_seq_cst);
-    if (tg_task_state(&n->t) >= TG_DONE) tg_callbacks_fire_slow(n);
+    if (tg_task_state(&n->t) >= TG_DONE && tg_callbacks_fire_slow(n, 1) < 0) return NULL;
     Py_RETURN_NONE;
 }
 

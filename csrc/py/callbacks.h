@@ -6,11 +6,13 @@
 
 /* Runs n's done callbacks, if any were added, once n's final state is published: called by
  * every path that finishes a node (worker.c), after tg_pool_finish, with n still alive and
- * the thread attached, when tg_callbacks_pending(n) says so. The fast path (no callback ever added) is one seq_cst fence and one
- * relaxed load (benchmarks/: see the report in docs/api.md's Future protocol section). Never
- * raises: a callback's exception goes to sys.unraisablehook; a pending exception of the
- * caller is kept. */
-void tg_callbacks_fire_slow(NodeObject *n);
+ * the thread attached, when tg_callbacks_pending(n) says so (adder 0), and by
+ * add_done_callback when it finds the node finished (adder 1). The fast path (no callback ever added) is one seq_cst fence and one
+ * relaxed load (benchmarks/: see the report in docs/api.md's Future protocol section). A
+ * callback's Exception goes to sys.unraisablehook; a KeyboardInterrupt or SystemExit is
+ * raised in the adder (-1 returned, after every callback ran) and reported in a finisher
+ * (see call_one in callbacks.c); a pending exception of the caller is kept (0). */
+int tg_callbacks_fire_slow(NodeObject *n, int adder);
 /* Whether n may have callbacks to run (the fast path of the finisher: then it calls
  * tg_callbacks_fire_slow, see worker.c's fire_callbacks, which runs them as no task's code). */
 static inline int tg_callbacks_pending(NodeObject *n) {

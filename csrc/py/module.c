@@ -89,6 +89,14 @@ static PyObject *current_engine(PyObject *mod, PyObject *unused) {
     return Py_NewRef((PyObject *)W->engine);
 }
 
+/* The engine this thread is a worker of (running a task or not: a done callback, a finalizer
+ * run by its worker), or None. */
+static PyObject *worker_engine(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    Runner *W = TG_TLS.worker;
+    return Py_NewRef(W ? W->engine : Py_None);
+}
+
 /* The node whose task runs on this thread, or None. */
 static PyObject *current_node(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
@@ -293,6 +301,8 @@ static PyMethodDef methods[] = {
     {"in_serial", in_serial, METH_NOARGS, "Whether this thread is in serial mode."},
     {"current_engine", current_engine, METH_NOARGS,
      "The engine whose task runs on this thread, or None."},
+    {"_worker_engine", worker_engine, METH_NOARGS,
+     "The engine this thread is a worker of (inside a task or not), or None."},
     {"_in_task", in_task_py, METH_NOARGS, "Whether this thread runs a task (a local worker's, or a backend's)."},
     {"current_node", current_node, METH_NOARGS,
      "The node whose task runs on this thread, or None."},

@@ -99,6 +99,19 @@ static PyObject *call_hook(PyObject *hook, NodeObject *n, double timeout) {
     return r;
 }
 
+/* A wait on a worker thread outside any task (a done callback, a finalizer, a note the engine
+ * writes on an exception: code that runs as no task) for a node of that worker's own
+ * scheduler: the worker would block instead of running tasks, and the node may need exactly
+ * this one (a task suspended below this code on the same thread, as a parent is below a
+ * child run inside its join, or the only worker), so it could wait forever. Refused. */
+static int refuse_wait_as_no_task(Runner *W, NodeObject *n) {
+    return tg_err_node(TG.TaskgraphError, n,
+                       "waiting for node %U on worker %d of %U outside any task (in a done "
+                       "callback, a finalizer or an exception's note): that worker would block "
+                       "on its own scheduler's node, which may need it, and could wait forever; "
+                       "add a done callback to the node instead of waiting", W->index, W->runs->label);
+}
+
 /* Waits until n has finished, by the means that fit this thread (see result()). */
 static int node_wait(NodeObject *n, double timeout, int has_timeout) {
     tg_tls *tls = &TG_TLS;
@@ -117,6 +130,9 @@ static int node_wait(NodeObject *n, double timeout, int has_timeout) {
         return -1;
     }
     if (st >= TG_DONE) return 0;
+    /* Relaxed owner, as above. A lazy node is refused by the compute (scheduler.py). */
+    if (W && !in_task && st != TG_NEW && atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine)
+        return refuse_wait_as_no_task(W, n);
     /* Inside a task, a node that is running or queued anywhere (this scheduler, another one,
      * claimed inline by another thread) is joined: the worker runs other work meanwhile, so
      * nothing it holds in its own deque waits for it. Serial mode changes only how a NEW node
@@ -415,10 +431,13 @@ PyDoc_STRVAR(add_done_callback_doc,
 "add_done_callback(fn): calls fn(node) once when the node finishes (with a result, an\n"
 "exception or cancelled), on the thread that finishes it (a worker, or the thread that\n"
 "cancelled it), or at once in this thread if it has finished already. Callbacks run in the\n"
-"order added. An exception raised by fn goes to sys.unraisablehook (it never reaches the\n"
-"worker). Adding a callback never submits a lazy node: it runs when the node is computed.\n"
-"Keep callbacks short: they run on a worker, as no task (a task called there builds a lazy\n"
-"node). TypeError if fn is not callable.");
+"order added. An Exception raised by fn goes to sys.unraisablehook (it never reaches the\n"
+"worker); a KeyboardInterrupt or SystemExit propagates from add_done_callback when fn runs at\n"
+"once, and is reported (a KeyboardInterrupt also interrupts the main thread) when a finishing\n"
+"thread runs it. Adding a callback never submits a lazy node: it runs when the node is\n"
+"computed. Keep callbacks short: they run as no task (a task called there builds a lazy\n"
+"node), and waiting there for an unfinished node of the worker's own scheduler raises\n"
+"TaskgraphError. TypeError if fn is not callable.");
 
 static PyMethodDef node_methods[] = {
     {"result", (PyCFunction)(void (*)(void))node_result, METH_FASTCALL | METH_KEYWORDS, result_doc},

@@ -39,7 +39,7 @@ tg_idle_fn tg_idle_begin = idle_begin, tg_idle_end = idle_end;
 static void fire_callbacks(NodeObject *n) {
     if (!tg_callbacks_pending(n)) return;
     NodeObject *cur = tg_suspend_task();
-    tg_callbacks_fire_slow(n);
+    tg_callbacks_fire_slow(n, 0);
     tg_resume_task(cur);
 }
 
@@ -223,8 +223,10 @@ PyObject *tg_stack_error(NodeObject *n, const char *doing) {
     return err ? err : tg_memory_error();
 }
 
-/* A covered child's runner stores the state, then may still run its done callbacks, before
- * its last touch. Detached while waiting (a callback may stop the world for a collection). */
+/* A covered child's runner stores the state, then has a few stores left before its last
+ * touch (no Python code: a child with done callbacks is retired before they run, see
+ * finish_and_let_go). Detached while waiting (that runner may be the one stopping the world
+ * for a collection). */
 void tg_wait_retired(NodeObject *k) {
     Py_BEGIN_ALLOW_THREADS
     while (!tg_kid_retired(k)) sched_yield();
@@ -348,14 +350,31 @@ static void observer_failed(Runner *W, NodeObject *n) {
     Py_XDECREF(reason);
 }
 
+/* finish_and_let_go for a node with done callbacks. A covered child is retired before they run,
+ * under a reference of our own: its parent's sync waits for its result, not for its callbacks
+ * (docs/api.md), so a callback that blocks never holds the parent up. */
+static void let_go_with_callbacks(NodeObject *n, int covered, RunObject *ended, tg_task *refused) {
+    if (covered) { /* the parent holds it until the retire: the increment comes first */
+        Py_INCREF(n);
+        tg_node_retire(n, 1);
+    }
+    fire_callbacks(n);
+    if (ended) tg_run_ended(ended);
+    if (refused) tg_cancel_refused(refused);
+    Py_DECREF(n); /* ours, or the core's reference */
+}
+
 /* Finishes n, run or skipped on W, and lets go of it: the core's reference, or, for a
- * covered child, retiring it after its callbacks (noderec.h). */
+ * covered child, retiring it (noderec.h). */
 static void finish_and_let_go(Runner *W, NodeObject *n, int final) {
     int covered = n->t.covered; /* read before the finish: n may be let go after it */
     tg_task *refused = NULL;
     tg_run *run = tg_task_run(&n->t); /* read before the finish publishes n */
     int ended = tg_pool_finish(W->pool, W->index, &n->t, (tg_state)final, &refused);
-    fire_callbacks(n);
+    if (tg_callbacks_pending(n)) {
+        let_go_with_callbacks(n, covered, ended ? RUN_OF(run) : NULL, refused);
+        return;
+    }
     if (ended) tg_run_ended(RUN_OF(run));
     if (refused) tg_cancel_refused(refused);
     if (covered) tg_node_retire(n, 1); /* its parent's reference keeps it: our last touch */
