@@ -192,6 +192,88 @@ def test_cancelling_a_spawned_child_cancels_only_it_and_its_subtree():
     assert tg.compute(parent(), workers=1) == (True, [3, "cancelled", 3, 3])
 
 
+@tg.task
+def child(i):
+    return i
+
+
+@tg.task
+def parent_with_a_child_cancelled_from_outside(box, cancelled):
+    keep = child(1)
+    box.append(child(2))  # fire and forget: cancelled from another thread while it is queued
+    assert cancelled.wait(30)
+    return keep.result()
+
+
+def test_a_queued_child_cancelled_from_another_thread_does_not_fail_its_parent():
+    # Review 2: the parent's sync took the CancelledError nobody read for a failure of the
+    # parent, and the whole compute raised it.
+    box, cancelled, answer = [], threading.Event(), []
+
+    def canceller():
+        deadline = time.monotonic() + 30
+        while not box and time.monotonic() < deadline:
+            time.sleep(0.001)
+        answer.append(box[0].cancel())
+        cancelled.set()
+
+    with tg.Scheduler(workers=1) as s:  # one worker, busy with the parent: the child waits
+        th = threading.Thread(target=canceller)
+        th.start()
+        assert s.compute(parent_with_a_child_cancelled_from_outside(box, cancelled)) == 1
+        th.join(30)
+    assert answer == [True] and box[0].state == "cancelled"
+
+
+@tg.task
+def running_child(started, go):
+    started.set()
+    assert go.wait(30)
+    [child(i) for i in range(3)]  # spawned after its own cancel: never start, never read
+    return "child"
+
+
+@tg.task
+def parent_of_a_running_child(box, started, go):
+    c = running_child(started, go)
+    box.append(c)
+    return c.result() + " and parent"
+
+
+def test_a_running_child_cancelled_keeps_its_result_and_its_parent_is_not_failed():
+    # Its children that never started are cancelled by its own cancel: not a failure of it,
+    # nor of its parent (a child's cancel affects only itself and its subtree).
+    box, started, go = [], threading.Event(), threading.Event()
+    with tg.Scheduler(workers=2) as s:
+        out = []
+        th = threading.Thread(target=lambda: out.append(s.compute(parent_of_a_running_child(box, started, go))))
+        th.start()
+        assert started.wait(30)
+        assert box[0].cancel() is False  # running: it keeps running
+        go.set()
+        th.join(30)
+    assert out == ["child and parent"]
+
+
+def test_a_child_cancelled_because_its_dependency_failed_still_fails_its_parent():
+    @tg.task
+    def boom():
+        raise ValueError("boom")
+
+    @tg.task
+    def parent():
+        b = boom()
+        child(b)  # never runs: its dependency failed; unread, that is a failure of the parent
+        try:
+            b.result()
+        except ValueError:
+            pass
+        return "parent"
+
+    with pytest.raises(tg.CancelledError, match="its dependency .* failed"):
+        tg.compute(parent(), workers=1)
+
+
 def test_cancel_in_serial_mode_and_of_a_node_run_elsewhere():
     with tg.serial():
         n = add(1, 2)  # ran at once

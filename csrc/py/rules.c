@@ -121,10 +121,24 @@ void tg_body_note(tg_body *b) {
     Py_XDECREF(where);
 }
 
+/* Whether k was cancelled on request within the task's subtree: node.cancel() on k, or on a
+ * task between k and the syncing task (`top`, included; NULL: any ancestor). Such a cancel
+ * affects only that subtree (docs/api.md), never the task that spawned it. */
+static int cancel_asked_below(NodeObject *k, NodeObject *top) {
+    for (NodeObject *p = k; p; p = p == top ? NULL : tg_node_parent(p))
+        /* Relaxed: requests (noderec.h); set before the skip that finished k, which the
+         * sync saw through k's final state (acquire). */
+        if (atomic_load_explicit(&p->cancel, memory_order_relaxed)) return 1;
+    return 0;
+}
+
 void tg_body_child(tg_body *b, NodeObject *k) {
     int st = tg_task_state(&k->t);
     /* Relaxed `seen`: set by whoever read the outcome (see tg_add_kid). */
     if (st <= TG_DONE || atomic_load_explicit(&k->seen, memory_order_relaxed)) return;
+    /* A child cancelled on request is not a failure of the task (a failed dependency, a
+     * closed scheduler or a cancelled compute still are). */
+    if (st == TG_CANCELLED && cancel_asked_below(k, b->node)) return;
     if (!tg_body_failing(b)) { /* the first failure nobody read: the task's own */
         atomic_store_explicit(&k->seen, 1, memory_order_relaxed);
         tg_body_fail(b, Py_NewRef(k->value));
