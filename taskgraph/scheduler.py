@@ -113,6 +113,7 @@ class Scheduler:
         # compute() or stats()). MemoryError if it cannot be made.
         self._engine = core.Engine(workers, self.number, max_help_depth, label)
         self._close_lock = threading.Lock()
+        self._closer = None  # the thread inside _close (its nested calls return at once)
         # The threads hold a weak reference only, so a scheduler nobody closed is collected;
         # its callback (C, never joins) then shuts it down, and the last worker to leave
         # drains the queues. The threads keep the weakref alive (a weakref that dies with its
@@ -199,7 +200,11 @@ class Scheduler:
     def close(self):
         """Cancels everything not started, waits for the running tasks to finish, stops and
         joins the worker threads. Idempotent; a second caller returns once the first has
-        finished closing. Inside one of its own tasks: TaskgraphError. After close, compute()
+        finished closing. On one of its own worker threads (inside one of its tasks, or in a
+        done callback or a finalizer a worker runs): TaskgraphError, before anything changes
+        (it would wait for itself). Called again by the thread that is closing it (a done
+        callback run by the close, which cancels what was queued; a finalizer): returns at
+        once, the close under way goes on. After close, compute()
         raises SchedulerClosedError; nodes it finished keep their results; nodes it never
         ran raise CancelledError. Ctrl-C while close() waits for a running task raises
         KeyboardInterrupt at once: the scheduler is closed (nothing new starts) and calling
@@ -208,15 +213,32 @@ class Scheduler:
         self._close(None)
 
     # ------------------------------------------------------------------ internals
+    def _on_own_worker(self):
+        """Whether this thread is one of its workers (in a task, a done callback, a finalizer;
+        also after work() returned, while its thread ends)."""
+        return core._worker_engine() is self._engine or threading.current_thread() in self._threads
+
     def _close(self, timeout):
-        if core.current_engine() is self._engine:
+        if self._on_own_worker():
             node = core.current_node()
-            raise TaskgraphError(f"{self!r}.close() called from inside its own task "
-                                 f"{node.key if node is not None else '?'}; it would wait for "
-                                 "itself")
+            where = (f"inside its own task {node.key}" if node is not None else
+                     f"on its own worker thread {threading.current_thread().name} (a done "
+                     "callback or a finalizer run by the worker)")
+            raise TaskgraphError(f"{self!r}.close() called {where}: it would wait for itself; "
+                                 "close it from another thread")
         if self._engine.forked:  # its threads and locks belong to the parent process
             return
-        with self._close_lock:
+        me = threading.get_ident()
+        if self._closer == me:  # re-entered by code the close itself runs: it goes on
+            return
+        if timeout is None:
+            self._close_lock.acquire()
+        elif not self._close_lock.acquire(timeout=max(0.0, timeout)):
+            sys.stderr.write(f"taskgraph: {self!r}: another thread is still closing it at exit; "
+                             "leaving it\n")
+            return
+        self._closer = me
+        try:
             self._engine.begin_close(f"{self!r} was closed")
             self._engine.shutdown()
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -230,9 +252,13 @@ class Scheduler:
                                  f"{', '.join(running)}; leaving them\n")
                 return
             # Every worker has returned: what is left in the queues is cancelled (drain() acts
-            # once: a close interrupted before may not have got here).
+            # once: a close interrupted before may not have got here). Their done callbacks
+            # run here, on this thread: one that calls close() returns at once (above).
             self._engine.drain()
             _live.discard(self)
+        finally:
+            self._closer = None
+            self._close_lock.release()
 
     def _check_open(self):
         if self._engine.forked:  # checked first: the engine's lock may be held by a lost thread
