@@ -21,9 +21,15 @@ _BY_LABEL = {s.name.lower(): s for s in State}
 
 
 def _of(cls, x):
-    """The State of a Node, or of a state's label (``"done"``). ValueError on any other
-    label (a trace record's ``"retried"`` is an outcome, not a state)."""
-    label = x if isinstance(x, str) else x.state
+    """The State of a Node, or of a state's label (``"done"``). ValueError for anything else:
+    another label (a trace record's ``"retried"`` is an outcome, not a state), another type."""
+    if isinstance(x, core.Node):
+        label = x.state
+    elif isinstance(x, str):
+        label = x
+    else:
+        raise ValueError(f"State.of takes a Node or a state's label (a str), got "
+                         f"{type(x).__name__} {x!r:.80}")
     try:
         return _BY_LABEL[label]
     except KeyError:

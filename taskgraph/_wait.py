@@ -50,6 +50,12 @@ def _refuse_timeout_in_task(fn, timeout):
                              "other work until a node is done and cannot time out")
 
 
+def _blocking(seconds):
+    """A wait's timeout for threading's blocking calls: None (no limit) for one beyond what
+    they accept (``float('inf')``, or more than ``threading.TIMEOUT_MAX``, 292 years)."""
+    return None if seconds is None or seconds > threading.TIMEOUT_MAX else seconds
+
+
 def _satisfied(done, nodes, return_when):
     if len(done) == len(nodes):
         return True
@@ -115,7 +121,7 @@ def _wait_outside(nodes, timeout, return_when):
     try:
         for n in pending:
             n.add_done_callback(on_done)
-        woken.wait(timeout)
+        woken.wait(_blocking(timeout))
     finally:
         for n in pending:
             n.remove_done_callback(on_done)
@@ -173,7 +179,7 @@ def _yield_as_done(nodes, end, timeout):
             try:
                 if left is not None and left <= 0:
                     raise queue.Empty
-                n = ended.get(timeout=left)
+                n = ended.get(timeout=_blocking(left))
             except queue.Empty:
                 raise TimeoutError(f"{len(pending)} (of {len(nodes)}) nodes unfinished after "
                                    f"{timeout} s") from None

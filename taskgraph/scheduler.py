@@ -102,8 +102,10 @@ class Scheduler:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if workers > core.MAX_WORKERS:
             raise ValueError(f"workers must be <= {core.MAX_WORKERS}, got {workers}")
-        if isinstance(max_help_depth, bool) or not isinstance(max_help_depth, int) or max_help_depth < 0:
-            raise ValueError(f"max_help_depth must be an int >= 0, got {max_help_depth!r}")
+        if (isinstance(max_help_depth, bool) or not isinstance(max_help_depth, int)
+                or not 0 <= max_help_depth <= core.MAX_HELP_DEPTH):
+            raise ValueError(f"max_help_depth must be an int from 0 to {core.MAX_HELP_DEPTH}, "
+                             f"got {max_help_depth!r}")
         self.workers = workers
         self.max_help_depth = max_help_depth
         self.number = next(_scheduler_numbers)

@@ -422,9 +422,11 @@ def test_a_trace_is_made_of_task_records():
 def test_scheduler_bounds_are_clear_errors():
     with pytest.raises(ValueError, match="workers must be <= 4096, got 4097"):
         tg.Scheduler(workers=4097)
-    for bad in (-1, "3", 1.5, True):
-        with pytest.raises(ValueError, match=re.escape(f"max_help_depth must be an int >= 0, got {bad!r}")):
+    for bad in (-1, "3", 1.5, True, 2**31, 2**40):  # beyond a C int: ValueError too, not OverflowError
+        with pytest.raises(ValueError, match=re.escape(f"max_help_depth must be an int from 0 to "
+                                                       f"{2**31 - 1}, got {bad!r}")):
             tg.Scheduler(workers=1, max_help_depth=bad)
+    tg.Scheduler(workers=1, max_help_depth=2**31 - 1).close()  # the largest is accepted
     # through tg.compute(workers=...): the same errors, and nothing runs
     n = add(1)
     with pytest.raises(TypeError, match="workers must be an int >= 1, got '2'"):

@@ -32,3 +32,7 @@ def test_state_of_a_node_follows_it_to_its_final_state():
 def test_labels_that_are_not_states_are_refused():
     with pytest.raises(ValueError, match="not a task state: 'retried'"):
         tg.State.of("retried")
+    # Review 2: anything else raised AttributeError (it was read as a Node's .state)
+    for bad in (1, None, b"done", [one()]):
+        with pytest.raises(ValueError, match="State.of takes a Node or a state's label"):
+            tg.State.of(bad)

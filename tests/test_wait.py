@@ -156,3 +156,14 @@ def test_serial_mode_runs_lazy_nodes_at_once():
         n = add(2, 2)
         done, not_done = tg.wait([n], timeout=0)
     assert done == {n} and n.result() == 4
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e300])
+def test_an_endless_timeout_waits_like_none(sched, timeout):
+    # Review 2: threading's wait refuses timeouts beyond TIMEOUT_MAX (OverflowError), raised
+    # after the lazy nodes were started; compute(timeout=inf) accepts it, so does tg.wait now.
+    with tg.use_scheduler(sched):
+        n, m = add(1, 2), add(3, 4)
+        done, not_done = tg.wait([n], timeout=timeout)
+        assert done == {n} and not not_done and n.result() == 3
+        assert list(tg.as_completed([m], timeout=timeout)) == [m] and m.result() == 7

@@ -402,6 +402,7 @@ static int exec_module(PyObject *m) {
         {"NSTATES", TG_NSTATES}, {"NSTATS", TG_NSTATS},
         {"STEAL_OK", TG_OK}, {"STEAL_EMPTY", TG_EMPTY}, {"STEAL_RETRY", TG_RETRY},
         {"MAX_WORKERS", TG_MAX_WORKERS},
+        {"MAX_HELP_DEPTH", INT_MAX}, /* Engine keeps max_help_depth in a C int */
 #ifdef TG_FAULTS /* a test build: the fault sites and their numbers for _arm_fault */
         {"FAULTS", 1},
         {"FAULT_NODE_ALLOC", TG_FAULT_NODE_ALLOC}, {"FAULT_CLAIM", TG_FAULT_CLAIM},
