@@ -19,7 +19,7 @@ def node_html(node) -> str:
     state = node.state
     head = f"<b>{html.escape(node.key)}</b> {html.escape(state)}"
     if node.done():
-        exc = node.exception()
+        exc = node._peek_exception()  # not exception(): a display does not read the failure
         if exc is None:
             what = f"result: {_short(repr(node.result()))}"
         else:

@@ -94,7 +94,7 @@ def wait(nodes, timeout=None, return_when=ALL_COMPLETED):
         while not _satisfied([n for n in nodes if n.done()], nodes, return_when):
             for n in nodes:
                 if not n.done():
-                    n.exception()  # joins
+                    n._wait()  # joins; a failure stays unread: the task's sync reports it
                     break
     elif not _satisfied([n for n in nodes if n.done()], nodes, return_when):
         _wait_outside(nodes, timeout, return_when)
@@ -156,7 +156,7 @@ def _joined_in_order(nodes):
     while pending:
         done = [n for n in pending if n.done()]
         if not done:
-            pending[0].exception()  # joins
+            pending[0]._wait()  # joins (without reading the outcome: the caller does)
             continue
         for n in done:
             pending.remove(n)

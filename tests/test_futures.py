@@ -268,6 +268,35 @@ def test_a_callback_run_at_once_inside_a_task_runs_as_no_task(sched):
     assert made == [("new", None)]
 
 
+@tg.task
+def spawns_a_failing_child_and_waits(box, displayed):
+    box.append(fail("child failed"))
+    assert displayed.wait(30)
+    return "parent ok"
+
+
+def test_displaying_a_failed_child_does_not_count_as_reading_it():
+    # Review 2: Node._repr_html_ (a notebook's display) called exception(), which marks the
+    # failure observed: the parent's sync then dropped it and the compute returned normally.
+    box, displayed = [], threading.Event()
+
+    def display():
+        deadline = time.monotonic() + 30
+        while (not box or not box[0].done()) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        html = box[0]._repr_html_()
+        displayed.set()
+        assert "ValueError" in html and "child failed" in html
+
+    with tg.Scheduler(workers=2) as s:
+        th = threading.Thread(target=display)
+        th.start()
+        with pytest.raises(ValueError, match="child failed"):
+            s.compute(spawns_a_failing_child_and_waits(box, displayed))
+        th.join(30)
+    assert displayed.is_set()
+
+
 def test_keyboard_interrupt_in_a_callback_run_at_once_propagates_after_the_others_ran():
     # As concurrent.futures lets a BaseException through add_done_callback. The node's other
     # callbacks still run (each exactly once).

@@ -167,3 +167,21 @@ def test_an_endless_timeout_waits_like_none(sched, timeout):
         done, not_done = tg.wait([n], timeout=timeout)
         assert done == {n} and not not_done and n.result() == 3
         assert list(tg.as_completed([m], timeout=timeout)) == [m] and m.result() == 7
+
+
+@tg.task
+def waits_for_a_failing_child_without_reading_it(how):
+    bad = fail("unread")
+    if how == "wait":
+        tg.wait([bad])
+    else:
+        list(tg.as_completed([bad]))
+    return "parent ok"
+
+
+@pytest.mark.parametrize("how", ["wait", "as_completed"])
+def test_waiting_inside_a_task_does_not_count_as_reading_a_failure(sched, how):
+    # As concurrent.futures.wait: waiting observes no exception. A child's failure that the
+    # task never reads still fails it (its sync reports it: no error is lost).
+    with pytest.raises(ValueError, match="unread"):
+        sched.compute(waits_for_a_failing_child_without_reading_it(how))

@@ -247,6 +247,21 @@ static PyObject *node_exception(NodeObject *n, PyObject *const *args, Py_ssize_t
     return Py_NewRef(n->value);
 }
 
+/* _wait(): waits like exception() (inside a task: joins) without reading the outcome, so a
+ * failure stays unobserved: its parent's sync still reports it (tg.wait, tg.as_completed). */
+static PyObject *node_wait_unread(NodeObject *n, PyObject *unused) {
+    (void)unused;
+    if (node_wait(n, -1.0, 0) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _peek_exception(): the exception of a finished node (failed or cancelled), or None; never
+ * waits, and does not mark the failure observed (a display: _notebook.node_html). */
+static PyObject *node_peek_exception(NodeObject *n, PyObject *unused) {
+    (void)unused;
+    return Py_NewRef(tg_task_state(&n->t) > TG_DONE ? n->value : Py_None);
+}
+
 /* add_done_callback(fn): a callback run at once here runs as no task, as it does on the
  * finishing thread (a task called in it builds a lazy node). */
 static PyObject *node_add_done_callback(NodeObject *n, PyObject *fn) {
@@ -464,6 +479,11 @@ static PyMethodDef node_methods[] = {
     {"__trunc__", (PyCFunction)tg_node_trunc, METH_NOARGS, "Raises a hint."},
     {"__format__", (PyCFunction)tg_node_format_spec, METH_O,
      "format(node, '') is str(node); a format spec raises a hint."},
+    {"_wait", (PyCFunction)node_wait_unread, METH_NOARGS,
+     "Waits like exception() (inside a task: joins), without counting as reading the outcome."},
+    {"_peek_exception", (PyCFunction)node_peek_exception, METH_NOARGS,
+     "The exception of a finished node (failed or cancelled), or None; never waits and does "
+     "not count as reading it (displays)."},
     {"_repr_html_", (PyCFunction)tg_node_repr_html, METH_NOARGS,
      "Notebook display: the plan of a graph not yet run (inline SVG), or the state and result "
      "summary of a finished node."},
