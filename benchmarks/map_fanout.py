@@ -31,8 +31,7 @@ import threading
 import time
 
 import taskgraph as tg
-from _common import write_results
-from per_task import alternate, summary
+from _common import alternate, summary, worker_cpu, write_results
 from suite import busy
 
 CHILDREN = 50_000
@@ -69,20 +68,6 @@ def units_for(us):
         per_call = (time.thread_time() - t0) / 300
         k = max(1, round(k * us * 1e-6 / per_call))
     return k
-
-
-def worker_cpu(s):
-    """On-CPU seconds of each worker thread of scheduler s so far (Linux: the first field of
-    /proc/self/task/<tid>/schedstat), or None where that cannot be read."""
-    out = []
-    for i in range(s.workers):
-        th = [t for t in threading.enumerate() if t.name == f"taskgraph-{s.number}-w{i}"]
-        try:
-            with open(f"/proc/self/task/{th[0].native_id}/schedstat") as fh:
-                out.append(int(fh.read().split()[0]) / 1e9)
-        except (IndexError, OSError, ValueError):
-            return None
-    return out
 
 
 def critical_cpu(fn, s1, s2, runs):

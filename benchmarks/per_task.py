@@ -31,6 +31,7 @@ import sys
 import time
 
 import taskgraph as tg
+from _common import alternate, summary, timed  # noqa: F401 (cutoff.py imports alternate from here)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -73,30 +74,6 @@ def stencil(width, steps, make):
     for _ in range(steps - 1):
         prev = [make(prev[max(i - 1, 0)], prev[i], prev[min(i + 1, width - 1)]) for i in range(width)]
     return prev
-
-
-def timed(f):
-    t0 = time.perf_counter()
-    f()
-    return time.perf_counter() - t0
-
-
-def alternate(fns, reps):
-    """Runs the functions in turn, reps rounds, rotating the order each round (each follows
-    each other equally often, so what one leaves behind, garbage or objects for this thread
-    to free, lands on all of them alike); the list of times of each. (Not gc.collect()
-    between runs: on 3.13t a full collection makes the next large allocation burst trigger
-    many more collections, which is not how a program runs.)"""
-    out = [[] for _ in fns]
-    for r in range(reps):
-        for j in range(len(fns)):
-            k = (j + r) % len(fns)
-            out[k].append(timed(fns[k]))
-    return out
-
-
-def summary(xs):
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "runs": len(xs)}
 
 
 def load_example(name):

@@ -42,6 +42,7 @@ struct tg_deque {
     /* top and bottom live on separate cache lines: thieves hammer top, the owner bottom. */
     _Alignas(64) _Atomic int64_t top;
     _Alignas(64) _Atomic int64_t bottom;
+    _Atomic int64_t pushes; /* items pushed so far (owner writes, anyone reads: tg_deque_look) */
     _Atomic(tg_buffer *) buf;
     tg_buffer *retired; /* touched by the owner (grow) and by tg_deque_free only */
 };
@@ -65,6 +66,7 @@ tg_deque *tg_deque_new(int64_t initial_capacity) {
     if (!b) { free(d); return NULL; }
     atomic_init(&d->top, 0);
     atomic_init(&d->bottom, 0);
+    atomic_init(&d->pushes, 0);
     atomic_init(&d->buf, b);
     d->retired = NULL;
     return d;
@@ -115,6 +117,11 @@ int tg_deque_push(tg_deque *d, uint64_t item) {
     }
     /* Relaxed (DEPARTURE 1): published by the release store of bottom below. */
     atomic_store_explicit(&a->slots[b & a->mask], item, memory_order_relaxed);
+    /* Relaxed load and store: only the owner writes it. Published by the release store of
+     * bottom below too: tg_deque_look's acquire load of bottom pairs with it, so a look that
+     * sees this push's bottom sees its count. On bottom's cache line. */
+    atomic_store_explicit(&d->pushes, atomic_load_explicit(&d->pushes, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     /* DEPARTURE 2: release store instead of release fence + relaxed store. Pairs with the
      * acquire load of bottom in tg_deque_steal: a thief that sees b+1 sees the slot. */
     atomic_store_explicit(&d->bottom, b + 1, memory_order_release);
@@ -202,6 +209,19 @@ int64_t tg_deque_size(tg_deque *d) {
      * orders these loads with its own seq_cst fences, docs/design/sleep.md). */
     int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
     int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
+    return b > t ? b - t : 0;
+}
+
+int64_t tg_deque_look(tg_deque *d, int64_t *top, int64_t *bottom, int64_t *pushes) {
+    /* A hint (see deque.h): a stale value only makes the caller's policy wait one more look,
+     * or take an item a little early; whatever it then takes, it takes with a steal. Relaxed
+     * top; acquire bottom, pairing with push's release store, so that the count read after it
+     * is at least that of the push that stored this bottom. */
+    int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
+    int64_t b = atomic_load_explicit(&d->bottom, memory_order_acquire);
+    *top = t;
+    *bottom = b;
+    *pushes = atomic_load_explicit(&d->pushes, memory_order_relaxed); /* ordered by the acquire */
     return b > t ? b - t : 0;
 }
 

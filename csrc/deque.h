@@ -38,6 +38,13 @@ tg_status tg_deque_steal(tg_deque *d, uint64_t *out);
 tg_status tg_deque_steal_batch(tg_deque *d, int64_t max, uint64_t *items, int64_t *n);
 /* Approximate number of items (exact when no other thread is acting). */
 int64_t tg_deque_size(tg_deque *d);
+/* Any thread: a look that takes nothing. Returns the approximate number of items, and in
+ * *top, *bottom and *pushes the deque's indices and how many items its owner has pushed so
+ * far. A deque seen twice with the same three was not touched in between: top moves with
+ * every steal, bottom with every pop and push, and pushes tells a pop and a push that put
+ * bottom back where it was from no change. Relaxed loads: a hint for the thief's policy
+ * (pool.c); taking an item is a steal. */
+int64_t tg_deque_look(tg_deque *d, int64_t *top, int64_t *bottom, int64_t *pushes);
 /* Current ring-buffer capacity (for tests of growth). */
 int64_t tg_deque_capacity(tg_deque *d);
 

@@ -1,46 +1,51 @@
-/* Worker pool: deques, the injector (injector.c), find-work, parking, counters. See pool.h and
- * docs/design/sleep.md (the sleep protocol and why no wake-up is lost). */
+/* Worker pool: deques, the injector (injector.c), find-work and the thief's policy, counters.
+ * Parking and waking are the sleep protocol's (sleep.c). See pool.h, docs/design/sleep.md and
+ * docs/design/scheduler.md ("Stealing what pays"). */
 #define _GNU_SOURCE
 #include "pool.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "deque.h"
 #include "injector.h"
+#include "sleep.h"
 
-/* The idle word packs two counts: workers parked and counted as sleepers (low 32 bits) and
- * workers searching for work (high 32 bits). One word, so a worker moves from searching to
- * sleeping in a single atomic step. */
-#define SLEEPER_ONE ((uint64_t)1)
-#define SEARCH_ONE ((uint64_t)1 << 32)
-#define SLEEPERS(v) ((uint32_t)((v) & 0xffffffffu))
-#define SEARCHERS(v) ((uint32_t)((v) >> 32))
-
-/* Values of tg_worker.sleeping. */
-typedef enum {
-    AWAKE = 0,
-    PARKED_IDLE = 1, /* wakeable by new work */
-    PARKED_JOIN = 2  /* only by the task it waits for (or shutdown) */
-} sleep_state;
-
-#define SEARCH_ROUNDS 48     /* spin/yield rounds of stealing before parking */
 #define INJECT_BATCH_MAX 32  /* most tasks a worker takes from the injector at once */
 #define STEAL_BATCH_MAX 32   /* most tasks a worker steals from another worker at once */
 
+/* The thief's policy (docs/design/scheduler.md, "Stealing what pays"; sleep.md, "Held work").
+ * Times in nanoseconds. */
+#define DRY_LOOKS 12         /* looks that find no work anywhere before a searcher parks */
+#define DRY_WAIT_NS 250      /* the wait after the first such look; it doubles */
+#define DRY_WAIT_MAX_NS 16000 /* up to this (about 110 us in all before parking) */
+#define STILL_NS 4000        /* held work is taken once its deque has stood still this long
+                              * (times gate_k / GATE_MIN behind a gate, up to WATCH_MAX_NS) */
+#define FINE_NS 500          /* a batch that kept its thief busy less than this per task did
+                              * not pay for its move: its victim gets a gate */
+#define GATE_MIN 64          /* the first gate, in pushes of the victim; it doubles */
+#define GATE_MAX 4096        /* up to this */
+#define WATCH_MIN_NS 4000    /* a searcher watching held work looks again after this; it */
+#define WATCH_MAX_NS 256000  /* doubles up to this */
+#define NAP_SLEEP_NS 50000   /* a wait at least this long is a timed sleep, not a spin */
+
 typedef struct {
     _Alignas(64) tg_deque *dq;
-    pthread_mutex_t mu;       /* guards nothing but the wait on cv (see sleep.md) */
-    pthread_cond_t cv;
-    _Atomic int32_t sleeping; /* sleep_state; a waker CASes it to AWAKE */
-    _Atomic(tg_task *) waiting_for; /* the task this worker is parked in a join for, or NULL;
-                                     * compared by finishers, never dereferenced by them */
     uint64_t rng;             /* owner only */
     _Atomic int64_t stats[TG_NSTATS]; /* written by the owner only, read by anyone */
+    /* Owner only, as a thief: the last batch it stole outside a join (victim, or -1; when;
+     * how many tasks), judged when it next runs out of work (learn()); and the deque it
+     * watches (a victim holding work it does not take yet, or -1): that deque's top, bottom
+     * and push count as last seen, and since when they have stood still. */
+    int stole_from, seen_v;
+    int64_t stole_at, stole_n, seen_top, seen_bottom, seen_pushes, seen_at;
+    /* This worker as a victim: behind a gate while its push count is below gate_pushes
+     * (gate_k: the gate's length in pushes, 0 for none), because the last batch taken from
+     * it was too fine to pay for its move. Written and read by thieves only (relaxed: a hint,
+     * synchronising with nothing), on a cache line of their own, away from the owner's. */
+    _Alignas(64) _Atomic int64_t gate_pushes;
+    _Atomic int64_t gate_k;
 } tg_worker;
 
 struct tg_pool {
@@ -48,26 +53,14 @@ struct tg_pool {
     tg_worker *w;
     _Atomic int32_t shutdown;
     tg_injector inj; /* work submitted from outside the workers (injector.h) */
-    _Alignas(64) _Atomic uint64_t idle;
-    _Atomic int32_t joiners; /* workers registered in waiting_for (parked or about to park) */
-    _Atomic uint32_t wake_rr; /* where wake_one starts looking (spreads wake-ups) */
+    tg_sleep sl;     /* who searches, who sleeps (sleep.h) */
     tg_idle_fn idle_begin, idle_end; /* set before the workers start */
-    void (*park_probe)(void *ctx, int w); /* tests only */
-    void *probe_ctx;
 };
 
 static inline void stat_inc(tg_worker *me, tg_stat k) {
     /* Relaxed load + store: single writer (the owner); readers only need a recent value. */
     atomic_store_explicit(&me->stats[k], atomic_load_explicit(&me->stats[k], memory_order_relaxed) + 1,
                           memory_order_relaxed);
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 static void no_hook(void *ctx) { (void)ctx; }
@@ -82,30 +75,22 @@ tg_pool *tg_pool_new(int nworkers) {
      * is where the failure path stops freeing. */
     if (p->w) memset(p->w, 0, sizeof(tg_worker) * (size_t)nworkers);
     if (!p->w || tg_injector_init(&p->inj, 64) != 0) goto fail;
+    if (tg_sleep_init(&p->sl, nworkers) != 0) goto fail;
     for (int i = 0; i < nworkers; i++) {
         tg_worker *w = &p->w[i];
         w->dq = tg_deque_new(64);
         if (!w->dq) goto fail;
-        pthread_mutex_init(&w->mu, NULL);
-        /* CLOCK_MONOTONIC: the timed parks of polling joins (park()) must not jump with the
-         * wall clock. */
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&w->cv, &ca);
-        pthread_condattr_destroy(&ca);
-        atomic_init(&w->sleeping, AWAKE);
-        atomic_init(&w->waiting_for, NULL);
         w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
         for (int k = 0; k < TG_NSTATS; k++) atomic_init(&w->stats[k], 0);
+        w->stole_from = w->seen_v = -1;
+        atomic_init(&w->gate_pushes, 0);
+        atomic_init(&w->gate_k, 0);
     }
-    atomic_init(&p->idle, 0);
-    atomic_init(&p->joiners, 0);
     atomic_init(&p->shutdown, 0);
-    atomic_init(&p->wake_rr, 0);
     p->idle_begin = p->idle_end = no_hook;
     return p;
-fail: /* free what was made: the workers up to the first without a deque, the injector if made */
+fail: /* free what was made: the workers up to the first without a deque, the injector and
+       * the sleepers if made */
     for (p->n = 0; p->w && p->n < nworkers && p->w[p->n].dq; p->n++) {}
     tg_pool_free(p);
     return NULL;
@@ -113,12 +98,9 @@ fail: /* free what was made: the workers up to the first without a deque, the in
 
 void tg_pool_free(tg_pool *p) {
     if (!p) return;
-    for (int i = 0; i < p->n; i++) {
-        tg_deque_free(p->w[i].dq);
-        pthread_mutex_destroy(&p->w[i].mu);
-        pthread_cond_destroy(&p->w[i].cv);
-    }
+    for (int i = 0; i < p->n; i++) tg_deque_free(p->w[i].dq);
     if (p->inj.buf) tg_injector_destroy(&p->inj);
+    tg_sleep_destroy(&p->sl);
     free(p->w);
     free(p);
 }
@@ -131,8 +113,8 @@ void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end) {
 }
 
 void tg_pool_set_park_probe(tg_pool *p, void (*probe)(void *ctx, int w), void *ctx) {
-    p->probe_ctx = ctx;
-    p->park_probe = probe;
+    p->sl.probe_ctx = ctx;
+    p->sl.probe = probe;
 }
 
 void tg_pool_stats(tg_pool *p, int w, int64_t *out) {
@@ -140,71 +122,20 @@ void tg_pool_stats(tg_pool *p, int w, int64_t *out) {
         out[k] = atomic_load_explicit(&p->w[w].stats[k], memory_order_relaxed); /* see stat_inc */
 }
 
-int tg_pool_sleeping(tg_pool *p) {
-    int n = 0;
-    for (int i = 0; i < p->n; i++)
-        /* Relaxed: a snapshot of each worker's state, synchronising with nothing. */
-        n += atomic_load_explicit(&p->w[i].sleeping, memory_order_relaxed) == PARKED_IDLE;
-    return n;
-}
+int tg_pool_sleeping(tg_pool *p) { return tg_sleep_sleeping(&p->sl); }
 
 int tg_pool_is_shutdown(const tg_pool *p) {
     /* seq_cst: pairs with the store in tg_pool_shutdown. */
     return atomic_load_explicit(&((tg_pool *)p)->shutdown, memory_order_seq_cst);
 }
 
-/* ------------------------------------------------------------------------- waking */
-
-/* Wakes worker i if it is parked in any mode (a finisher waking a joiner, shutdown). */
-static int wake_worker(tg_pool *p, int i, int only_idle) {
-    tg_worker *w = &p->w[i];
-    int cur = atomic_load_explicit(&w->sleeping, memory_order_seq_cst);
-    if (cur == AWAKE || (only_idle && cur != PARKED_IDLE)) return 0;
-    /* seq_cst CAS: pairs with the sleeper's seq_cst store of `sleeping` in park(); exactly one
-     * waker moves it to AWAKE. The sleeper re-checks `sleeping` under mu, and we signal under
-     * mu, so the signal cannot fall between its check and its wait. */
-    if (!atomic_compare_exchange_strong_explicit(&w->sleeping, &cur, AWAKE, memory_order_seq_cst,
-                                                 memory_order_relaxed))
-        return 0;
-    pthread_mutex_lock(&w->mu);
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    return 1;
-}
-
-/* Wakes one worker parked for new work (PARKED_IDLE), if any. */
-static void wake_one(tg_pool *p) {
-    /* Relaxed: only spreads wake-ups over the workers. */
-    uint32_t start = atomic_fetch_add_explicit(&p->wake_rr, 1, memory_order_relaxed);
-    for (int k = 0; k < p->n; k++)
-        if (wake_worker(p, (int)((start + (uint32_t)k) % (uint32_t)p->n), 1)) return;
-}
-
-/* Called after making work visible (a push or an injection). */
-static void notify_new_work(tg_pool *p) {
-    /* seq_cst fence: pairs with the seq_cst fence in park() after the sleeper registers in
-     * `idle`. Either we see the sleeper's registration here, or its re-check sees our push
-     * (store-buffering with a fence on both sides; docs/design/sleep.md, rule 1). */
-    atomic_thread_fence(memory_order_seq_cst);
-    uint64_t v = atomic_load_explicit(&p->idle, memory_order_relaxed);
-    /* Nobody to wake, or a searching worker will find the work (or re-check before parking). */
-    if (SLEEPERS(v) > 0 && SEARCHERS(v) == 0) wake_one(p);
-}
-
 void tg_pool_shutdown(tg_pool *p) {
     /* Closed first: an injection either came before (and is drained) or is refused. seq_cst:
-     * pairs with the seq_cst fence in park() (the sleeper's re-check sees it), and the loads
-     * of shutdown in the find loop. */
+     * pairs with the seq_cst fence of tg_sleep_prepare (the sleeper's re-check sees it), and
+     * the loads of shutdown in the find loop. */
     tg_injector_close(&p->inj);
     atomic_store_explicit(&p->shutdown, 1, memory_order_seq_cst);
-    for (int i = 0; i < p->n; i++) {
-        tg_worker *w = &p->w[i];
-        /* seq_cst: pairs with the sleeper's load of `sleeping` under mu. */
-        atomic_store_explicit(&w->sleeping, AWAKE, memory_order_seq_cst);
-        pthread_mutex_lock(&w->mu);
-        pthread_cond_broadcast(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-    }
+    tg_sleep_wake_all(&p->sl);
 }
 
 /* ------------------------------------------------------------------------- queues */
@@ -214,7 +145,7 @@ tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n) {
     tg_inj_result r = tg_injector_push(&p->inj, tasks, n);
     if (r == TG_INJ_CLOSED) return TG_PUSH_REFUSED;
     if (r == TG_INJ_NOMEM) return TG_PUSH_NOMEM;
-    notify_new_work(p);
+    tg_sleep_notify(&p->sl);
     return TG_PUSH_QUEUED;
 }
 
@@ -230,7 +161,7 @@ static int64_t room(tg_pool *p, int w, int64_t most) {
 static void keep_rest(tg_pool *p, int w, const uint64_t *items, int64_t n) {
     for (int64_t i = 1; i < n; i++)
         if (tg_deque_push(p->w[w].dq, items[i]) != 0) abort();
-    if (n > 1) notify_new_work(p);
+    if (n > 1) tg_sleep_notify(&p->sl);
 }
 
 /* Takes up to a batch from the injector for worker w (a share of what is queued, at most
@@ -253,17 +184,13 @@ int64_t tg_pool_queued(tg_pool *p) {
 }
 
 int tg_pool_wants_work(tg_pool *p, int w) {
-    if (p->n == 1 || tg_deque_size(p->w[w].dq) > 0) return 0;
-    /* Relaxed: a hint, paired with nothing (the seq_cst RMWs of search(), park() and
-     * stop_searching() write it; a stale answer only makes a split a little early or late).
-     * tg_deque_size's loads are relaxed for the same reason. */
-    uint64_t v = atomic_load_explicit(&p->idle, memory_order_relaxed);
-    return SLEEPERS(v) > 0 || SEARCHERS(v) > 0;
+    /* tg_deque_size's loads are relaxed: a hint, as tg_sleep_someone_idle's. */
+    return p->n > 1 && tg_deque_size(p->w[w].dq) == 0 && tg_sleep_someone_idle(&p->sl);
 }
 
 /* Is there work that worker w could take (another deque, or the injector)? */
 static int work_visible(tg_pool *p, int w) {
-    /* Relaxed loads: ordered after the registration in `idle` by park()'s seq_cst fence. */
+    /* Relaxed loads: ordered after the registration in `idle` by tg_sleep_prepare's seq_cst fence. */
     if (tg_injector_count(&p->inj) > 0) return 1;
     for (int i = 0; i < p->n; i++)
         if (i != w && tg_deque_size(p->w[i].dq) > 0) return 1;
@@ -273,7 +200,7 @@ static int work_visible(tg_pool *p, int w) {
 /* Pushes a ready task onto worker w's own deque and tells the sleepers. */
 static tg_push push_local(tg_pool *p, int w, tg_task *t) {
     if (tg_deque_push(p->w[w].dq, (uint64_t)(uintptr_t)t) != 0) return TG_PUSH_NOMEM;
-    notify_new_work(p);
+    tg_sleep_notify(&p->sl);
     return TG_PUSH_QUEUED;
 }
 
@@ -329,26 +256,18 @@ int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refu
     tg_run *trun = tg_task_run(t);
     tg_pool *tp = trun ? trun->pool : NULL; /* read before the finish publishes t */
     int ended = tg_task_finish(t, final, on_ready, &c);
-    if (c.pushed) notify_new_work(p);
+    if (c.pushed) tg_sleep_notify(&p->sl);
     if (c.refused) { /* append to the caller's list (never NULL: see pool.h) */
         tg_task **tail = refused;
         while (*tail) tail = &(*tail)->link;
         *tail = c.refused;
     }
-    if (!tp) return ended;
-    /* seq_cst fence: pairs with the seq_cst fence in park() after a joiner registered in
-     * waiting_for / joiners. Either we see the registration, or its re-check sees the final
-     * state (docs/design/sleep.md, rule 2). */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&tp->joiners, memory_order_relaxed) > 0)
-        for (int i = 0; i < tp->n; i++)
-            /* Relaxed: ordered by the fences; a pointer comparison only. */
-            if (atomic_load_explicit(&tp->w[i].waiting_for, memory_order_relaxed) == t)
-                wake_worker(tp, i, 0);
+    /* Rule 2 (sleep.md): t's final state is stored; wake whoever sleeps in a join for it. */
+    if (tp) tg_sleep_wake_joiners(&tp->sl, t);
     return ended;
 }
 
-/* ------------------------------------------------------------------------- finding work */
+    /* ------------------------------------------------------------------------- finding work */
 
 static tg_find hand_out(tg_pool *p, int w, uint64_t item, int stolen, tg_task **out) {
     tg_task *t = (tg_task *)(uintptr_t)item;
@@ -383,8 +302,9 @@ static inline int is_shutdown(tg_pool *p) {
 }
 
 /* Steals from victim v: one task, or with `batch` up to half of v's deque (steal-half: the
- * first into *out, the rest onto w's own deque, where others can steal them in turn). */
-static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out) {
+ * first into *out, the rest onto w's own deque, where others can steal them in turn); *got:
+ * how many. */
+static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out, int64_t *got) {
     tg_worker *me = &p->w[w];
     uint64_t items[STEAL_BATCH_MAX];
     int64_t n = 0, max = batch ? room(p, w, STEAL_BATCH_MAX) : 1;
@@ -407,15 +327,48 @@ static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out) 
     }
     keep_rest(p, w, items, n);
     *out = items[0];
+    *got = n;
     return TG_OK;
 }
 
+
+/* What one pass over the other workers' deques found. */
+typedef enum {
+    LOOK_NOTHING = 0, /* every other deque was empty */
+    LOOK_HELD = 1,    /* work is there, but not to be taken yet (behind a gate, or alone) */
+    LOOK_STOLEN = 2   /* *out: a stolen task */
+} look_result;
+
+/* Whether victim v's deque, holding work this worker does not take at once (behind a gate, or
+ * a lone task: probably what its owner pops next), has stood still for `still` ns: the same
+ * top, bottom and push count since this worker's first look at it. A deque that stands still
+ * is not being worked on by its owner (busy elsewhere, or descheduled): its work would wait.
+ * One deque is watched at a time (a watch not renewed for 4 * STILL_NS is given up). */
+static int stood_still(tg_worker *me, int v, int64_t top, int64_t bottom, int64_t pushes, int64_t now,
+                       int64_t still) {
+    if (me->seen_v != v || me->seen_top != top || me->seen_bottom != bottom ||
+        me->seen_pushes != pushes) {
+        if (me->seen_v != v && me->seen_v >= 0 && now - me->seen_at < 4 * WATCH_MAX_NS) return 0;
+        me->seen_v = v;
+        me->seen_top = top;
+        me->seen_bottom = bottom;
+        me->seen_pushes = pushes;
+        me->seen_at = now;
+    } else if (now - me->seen_at >= still) {
+        me->seen_v = -1;
+        return 1;
+    }
+    return 0;
+}
+
 /* One pass over the other workers' deques, starting at `first` (or at random). With `batch`,
- * a successful steal takes up to half of the victim's deque (see steal_from). */
-static int steal_pass(tg_pool *p, int w, int first, int batch, uint64_t *out) {
+ * a successful steal takes up to half of the victim's deque (see steal_from). A deque behind
+ * its gate (learn()), or holding one task, is held: taken only once it has stood still
+ * (stood_still). */
+static look_result steal_pass(tg_pool *p, int w, int first, int batch, int64_t now, uint64_t *out) {
     tg_worker *me = &p->w[w];
     int n = p->n;
-    if (n == 1) return 0;
+    if (n == 1) return LOOK_NOTHING;
     int start = first;
     if (start < 0 || start == w) {
         uint64_t x = me->rng; /* xorshift64 */
@@ -423,79 +376,101 @@ static int steal_pass(tg_pool *p, int w, int first, int batch, uint64_t *out) {
         me->rng = x;
         start = (int)(x % (uint64_t)n);
     }
+    look_result r = LOOK_NOTHING;
     for (int k = 0; k < n; k++) {
         int v = (start + k) % n;
         if (v == w) continue;
+        tg_worker *vw = &p->w[v];
+        stat_inc(me, TG_STAT_LOOKS);
+        int64_t top, bottom, pushes, size = tg_deque_look(vw->dq, &top, &bottom, &pushes);
+        if (size <= 0) continue;
+        /* Relaxed: hints written by other thieves (tg_worker.gate_pushes). Behind a gate, the
+         * deque must stand still longer the finer its work has proved (so that a producer
+         * descheduled for a while loses a batch per wait, not its whole deque at once). */
+        int64_t gate = atomic_load_explicit(&vw->gate_pushes, memory_order_relaxed);
+        int64_t k = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
+        int64_t still = k ? STILL_NS * (k / GATE_MIN) : STILL_NS;
+        if (still > WATCH_MAX_NS) still = WATCH_MAX_NS;
+        if ((pushes < gate || size == 1) && !stood_still(me, v, top, bottom, pushes, now, still)) {
+            r = LOOK_HELD;
+            continue;
+        }
         for (int tries = 0; tries < 4; tries++) { /* retry a lost race a few times */
+            int64_t got = 0;
             stat_inc(me, TG_STAT_STEAL_ATTEMPTS);
-            tg_status s = steal_from(p, w, v, batch, out);
-            if (s == TG_OK) return 1;
+            tg_status s = steal_from(p, w, v, batch, out, &got);
+            if (s == TG_OK) {
+                if (batch) { /* judged by learn() when this worker runs dry again */
+                    me->stole_from = v;
+                    me->stole_at = now;
+                    me->stole_n = got;
+                }
+                return LOOK_STOLEN;
+            }
             if (s == TG_EMPTY) break;
             /* TG_RETRY: lost a race with the owner or another thief; try this victim again */
         }
     }
-    return 0;
+    return r;
 }
 
-/* Leaving the searching state because we found something to do. If we were the last
- * searcher and workers sleep, wake one so that someone keeps looking (docs/design/sleep.md,
- * rule 3). */
-static void stop_searching(tg_pool *p) {
-    /* seq_cst RMW on the idle word: pairs with notify_new_work's fence and park()'s RMW. */
-    uint64_t old = atomic_fetch_sub_explicit(&p->idle, SEARCH_ONE, memory_order_seq_cst);
-    if (SEARCHERS(old) == 1 && SLEEPERS(old) > 0) wake_one(p);
+/* Worker w ran dry after a batch it stole outside a join: whether that batch paid for its move.
+ * A batch that kept w busy (its tasks and everything they spawned and joined) for less than
+ * FINE_NS per task did not: moving a task between workers costs its victim and its thief more
+ * than that (cache misses on the task and its objects, atomic reference counts in CPython).
+ * The victim then gets a gate: no steal from it until it has pushed gate_k more tasks (64,
+ * doubling while its work stays that fine, up to 4096), unless its deque stands still (4 us,
+ * doubling with gate_k up to 256 us: its owner is not working on it). So a producer of fine
+ * tasks is stolen from O(log n) times (plus n / 4096), not once per task. A batch that paid
+ * opens the gate at once. */
+static void learn(tg_pool *p, int w, int64_t now) {
+    tg_worker *me = &p->w[w], *vw = &p->w[me->stole_from];
+    me->stole_from = -1;
+    /* Relaxed loads and stores: a hint shared by the thieves (tg_worker.gate_pushes); two
+     * thieves judging at once may each store their own verdict. */
+    int64_t k = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
+    if (now - me->stole_at >= FINE_NS * me->stole_n) {
+        if (k) {
+            atomic_store_explicit(&vw->gate_k, 0, memory_order_relaxed);
+            atomic_store_explicit(&vw->gate_pushes, 0, memory_order_relaxed);
+        }
+        return;
+    }
+    k = k * 2 < GATE_MIN ? GATE_MIN : k * 2 > GATE_MAX ? GATE_MAX : k * 2;
+    int64_t top, bottom, pushes;
+    tg_deque_look(vw->dq, &top, &bottom, &pushes);
+    atomic_store_explicit(&vw->gate_k, k, memory_order_relaxed);
+    atomic_store_explicit(&vw->gate_pushes, pushes + k, memory_order_relaxed);
 }
 
-/* Parks worker w until woken: by new work (counted = 1, the caller is counted as searching)
- * or by `awaited` finishing (counted = 0: a join that may not take other work). With
- * timeout_ns > 0 it also wakes by itself after that long (a polling join: see TG_LOOK_POLL). */
-static void park(tg_pool *p, int w, tg_task *awaited, int counted, long timeout_ns) {
-    tg_worker *me = &p->w[w];
-    /* seq_cst: pairs with the CAS in wake_worker. */
-    atomic_store_explicit(&me->sleeping, counted ? PARKED_IDLE : PARKED_JOIN, memory_order_seq_cst);
-    if (awaited) { /* seq_cst: pairs with tg_pool_finish's loads of joiners/waiting_for (after
-                    * its fence). waiting_for is stored before joiners is raised. */
-        atomic_store_explicit(&me->waiting_for, awaited, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&p->joiners, 1, memory_order_seq_cst);
+/* Parks worker w (two-phase: sleep.h) until woken: by new work (TG_SLEEP_COUNTED: the caller
+ * is counted as searching and becomes a sleeper), by `awaited` finishing, or shutdown; with
+ * timeout_ns > 0 also by itself after that long. A nap (TG_SLEEP_NAP) is a timed sleep of a
+ * worker that stays a searcher. The re-check between the phases: shutdown, the awaited task,
+ * and, for the last searcher becoming a sleeper, any work it could take (rule 1). */
+static void park(tg_pool *p, int w, tg_task *awaited, tg_sleep_mode mode, long timeout_ns) {
+    int last = tg_sleep_prepare(&p->sl, w, awaited, mode);
+    int cancel = is_shutdown(p) || (awaited && finished(awaited)) || (last && work_visible(p, w));
+    if (tg_sleep_commit(&p->sl, w, awaited, mode, timeout_ns, cancel) && mode != TG_SLEEP_NAP)
+        stat_inc(&p->w[w], TG_STAT_PARKS);
+}
+
+/* A searcher waits until `until` (tg_now_ns) or until `awaited` finishes or the pool shuts
+ * down: a spin for a short wait (yielding the core every few microseconds), a nap for a long
+ * one. */
+static void wait_until(tg_pool *p, int w, tg_task *awaited, int64_t now, int64_t until) {
+    if (until - now >= NAP_SLEEP_NS) {
+        park(p, w, awaited, TG_SLEEP_NAP, (long)(until - now));
+        return;
     }
-    if (counted) /* seq_cst RMW: searching -> sleeping in one step; read by notify_new_work. */
-        atomic_fetch_add_explicit(&p->idle, SLEEPER_ONE - SEARCH_ONE, memory_order_seq_cst);
-    /* seq_cst fence: pairs with the fences in notify_new_work and tg_pool_finish (rules 1-2). */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (p->park_probe) p->park_probe(p->probe_ctx, w); /* tests: hold the window open */
-    int abort_sleep = is_shutdown(p) || (awaited && finished(awaited)) ||
-                      (counted && work_visible(p, w));
-    if (!abort_sleep) {
-        struct timespec until;
-        if (timeout_ns > 0) {
-            clock_gettime(CLOCK_MONOTONIC, &until); /* the clock of me->cv (tg_pool_new) */
-            until.tv_nsec += timeout_ns;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
+    for (int64_t yield_at = now + 4000; now < until; now = tg_now_ns()) {
+        for (int i = 0; i < 16; i++) tg_cpu_relax();
+        if ((awaited && finished(awaited)) || is_shutdown(p)) return;
+        if (now >= yield_at) { /* a longer spin gives the core away now and then */
+            sched_yield();
+            yield_at = now + 4000;
         }
-        int timed_out = 0;
-        pthread_mutex_lock(&me->mu);
-        /* seq_cst load under mu: pairs with the waker's CAS (made before it takes mu). */
-        while (!timed_out && atomic_load_explicit(&me->sleeping, memory_order_seq_cst) != AWAKE) {
-            if (timeout_ns > 0)
-                timed_out = pthread_cond_timedwait(&me->cv, &me->mu, &until) == ETIMEDOUT;
-            else
-                pthread_cond_wait(&me->cv, &me->mu);
-        }
-        pthread_mutex_unlock(&me->mu);
-        if (timed_out) /* nobody woke us: leave the parked state ourselves (a waker racing with
-                        * us finds AWAKE, or wakes us for nothing) */
-            atomic_store_explicit(&me->sleeping, AWAKE, memory_order_seq_cst); /* see wake_worker */
-        stat_inc(me, TG_STAT_PARKS);
-    } else {
-        atomic_store_explicit(&me->sleeping, AWAKE, memory_order_seq_cst); /* see wake_worker */
     }
-    if (awaited) { /* seq_cst: a finisher that still sees us only makes a spurious wake-up */
-        atomic_store_explicit(&me->waiting_for, NULL, memory_order_seq_cst);
-        atomic_fetch_sub_explicit(&p->joiners, 1, memory_order_seq_cst);
-    }
-    if (counted) /* seq_cst RMW: no longer a sleeper (we search again from the caller). */
-        atomic_fetch_sub_explicit(&p->idle, SLEEPER_ONE, memory_order_seq_cst);
 }
 
 /* What a search found. */
@@ -506,33 +481,47 @@ typedef enum {
     SEARCH_STOP = 3      /* `awaited` finished or the pool shuts down (no longer searching) */
 } search_result;
 
-/* Searches the injector and other deques for a while. */
+/* Searches the injector and the other deques. Looks that find nothing anywhere come at
+ * doubling intervals, DRY_LOOKS of them before the caller parks. Work that is there but held
+ * (behind a gate, or a lone task) is watched at doubling intervals up to WATCH_MAX_NS, by one
+ * searcher: a searcher that is not the only one leaves it to the others and parks. */
 static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) {
-    /* seq_cst RMW: announces a searcher (see notify_new_work). */
-    atomic_fetch_add_explicit(&p->idle, SEARCH_ONE, memory_order_seq_cst);
-    for (int round = 0; round < SEARCH_ROUNDS; round++) {
+    tg_sleep_search_begin(&p->sl);
+    int dry = 0;
+    int64_t dry_wait = DRY_WAIT_NS, watch = WATCH_MIN_NS;
+    for (;;) {
         if ((awaited && finished(awaited)) || is_shutdown(p)) {
-            stop_searching(p);
+            tg_sleep_search_end(&p->sl);
             return SEARCH_STOP;
         }
         if (take_injected(p, w, out)) {
-            stop_searching(p);
+            tg_sleep_search_end(&p->sl);
             return SEARCH_INJECTED;
         }
-        /* Relaxed: the thief hint (see steal_pass). */
+        /* Relaxed: the thief hint (see steal_from). */
         int first = awaited ? atomic_load_explicit(&awaited->thief, memory_order_relaxed) - 1 : -1;
+        int64_t now = tg_now_ns();
         /* Steal-half only outside a join: a joiner takes one task at a time, so that what
          * it nests under its join stays one stolen task (and its descendants), as before. */
-        if (steal_pass(p, w, first, awaited == NULL, out)) {
-            stop_searching(p);
+        look_result r = steal_pass(p, w, first, awaited == NULL, now, out);
+        if (r == LOOK_STOLEN) {
+            tg_sleep_search_end(&p->sl);
             return SEARCH_STOLEN;
         }
-        if (round < 16)
-            for (int i = 0; i < (4 << (round / 4)); i++) cpu_relax();
-        else
-            sched_yield();
+        if (r == LOOK_NOTHING) {
+            if (++dry >= DRY_LOOKS) return SEARCH_NOTHING;
+            wait_until(p, w, awaited, now, now + dry_wait);
+            dry_wait = dry_wait * 2 > DRY_WAIT_MAX_NS ? DRY_WAIT_MAX_NS : dry_wait * 2;
+            continue;
+        }
+        dry = 0;
+        if (tg_sleep_searchers(&p->sl) > 1) return SEARCH_NOTHING; /* another one watches */
+        /* Look again at doubling intervals (the first, STILL_NS, is when a deque unchanged
+         * since this look may be taken): a deque that keeps moving is looked at less and
+         * less often. */
+        wait_until(p, w, awaited, now, now + watch);
+        watch = watch * 2 > WATCH_MAX_NS ? WATCH_MAX_NS : watch * 2;
     }
-    return SEARCH_NOTHING;
 }
 
 /* The next, longer sleep of a polling park (50 us doubling up to TG_POLL_MAX_NS). */
@@ -552,7 +541,7 @@ static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int how, tg_task *
              * forever when every other worker is busy or absent). Injections wake only idle
              * workers, so this park polls. */
             if (take_injected(p, w, &item)) return hand_out(p, w, item, 0, out);
-            park(p, w, awaited, 0, poll_ns);
+            park(p, w, awaited, TG_SLEEP_JOIN, poll_ns);
             poll_ns = next_poll(poll_ns);
             continue;
         }
@@ -561,7 +550,7 @@ static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int how, tg_task *
         case SEARCH_STOLEN: return hand_out(p, w, item, 1, out);
         case SEARCH_STOP: continue; /* re-evaluated at the top of the loop */
         case SEARCH_NOTHING:
-            park(p, w, awaited, 1, how & TG_LOOK_POLL ? poll_ns : 0);
+            park(p, w, awaited, TG_SLEEP_COUNTED, how & TG_LOOK_POLL ? poll_ns : 0);
             poll_ns = next_poll(poll_ns);
             continue;
         }
@@ -573,6 +562,7 @@ tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ct
     if (awaited && finished(awaited)) return TG_FIND_JOINED;
     if (tg_deque_pop(p->w[w].dq, &item) == TG_OK) return hand_out(p, w, item, 0, out);
     if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
+    if (!awaited && p->w[w].stole_from >= 0) learn(p, w, tg_now_ns());
     p->idle_begin(idle_ctx);
     tg_find r = find_idle(p, w, awaited, how, out);
     p->idle_end(idle_ctx);

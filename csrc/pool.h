@@ -38,9 +38,13 @@ typedef enum {
     TG_STAT_SPAWNED,        /* tasks created from inside this worker's tasks */
     TG_STAT_STOLEN,         /* tasks this worker stole from another worker (one at a time,
                              * or in a batch: counted when a task first changes workers) */
-    TG_STAT_STEAL_ATTEMPTS, /* steal calls (ok, empty or lost a race) */
+    TG_STAT_STEAL_ATTEMPTS, /* tries to take from another worker's deque (a steal that took
+                             * something, found it empty, or lost a race) */
     TG_STAT_INJECTED,       /* tasks this worker took from the injector */
-    TG_STAT_PARKS,          /* times this worker slept */
+    TG_STAT_PARKS,          /* times this worker slept (naps not counted) */
+    TG_STAT_LOOKS,          /* looks at another worker's deque (each reads its top, bottom
+                             * and push count): the tries above, and the looks that found it
+                             * empty or held work not to be taken yet (pool.c) */
     TG_NSTATS
 } tg_stat;
 

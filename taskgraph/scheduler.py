@@ -193,8 +193,9 @@ class Scheduler:
 
     def stats(self) -> list[dict]:
         """Per-worker counters since the scheduler started: one dict per worker with
-        ``worker``, ``tasks_run``, ``spawned``, ``stolen``, ``steal_attempts``, ``injected``,
-        ``parks``. Any thread, inside a task or outside; never raises; works after close()
+        ``worker``, ``tasks_run``, ``spawned``, ``stolen``, ``steal_attempts`` (tries to take from
+        another worker's deque), ``injected``, ``parks``, ``looks`` (looks at another worker's
+        deque, the tries included). Any thread, inside a task or outside; never raises; works after close()
         (and, in a child process, on a scheduler made before fork()) with the last values."""
         return [dict(worker=i, **dict(zip(core.STAT_NAMES, row)))
                 for i, row in enumerate(self._engine.stats())]

@@ -43,7 +43,7 @@ def test_two_workers_steal_in_fork_join():
     assert sum(w["stolen"] for w in st) > 0
     assert sum(w["tasks_run"] for w in st) == 21891  # fib(20) makes 21891 calls
     assert {"worker", "tasks_run", "spawned", "stolen", "steal_attempts", "injected",
-            "parks"} <= set(st[0])
+            "parks", "looks"} <= set(st[0])
 
 
 def test_gather_inside_and_outside():

@@ -387,7 +387,7 @@ static int exec_module(PyObject *m) {
     }
     if (add_steal(m, "STATE_NAMES", names) < 0) return -1;
     static const char *stat_names[TG_NSTATS] = {"tasks_run", "spawned", "stolen",
-                                                "steal_attempts", "injected", "parks"};
+                                                "steal_attempts", "injected", "parks", "looks"};
     PyObject *sn = PyTuple_New(TG_NSTATS);
     if (!sn) return -1;
     for (int k = 0; k < TG_NSTATS; k++) {

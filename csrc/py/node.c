@@ -210,7 +210,6 @@ static void forget_read_kid(NodeObject *n) {
             continue;
         }
         *link = k->sibling;
-        p->nkids--;
         if (k == n || tg_surely_not_last((PyObject *)k)) { /* the caller holds n */
             k->sibling = NULL;
             Py_DECREF(k); /* the list's reference: not the last one, no Python code runs */

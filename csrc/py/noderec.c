@@ -228,7 +228,6 @@ NodeObject *tg_prune_kids(NodeObject *parent) {
             *link = k->sibling;
             k->sibling = pruned;
             pruned = k;
-            parent->nkids--;
         } else {
             link = &k->sibling;
         }

@@ -33,7 +33,7 @@ struct NodeObject {
     /* The engine that claimed it: compared, never dereferenced. Relaxed atomic: a reader that
      * sees NULL for a node claimed a moment ago only waits the slower way (polling). */
     _Atomic(const void *) owner;
-    int32_t nkids;
+    uint32_t nkids;          /* children added since the last sync (tg_add_kid's pruning) */
     uint8_t lazy;            /* built lazily (visible to user code before anyone claimed it):
                               * its inputs are dropped under its critical section, so that
                               * _inputs() may read them from another thread (export, save) */
@@ -133,7 +133,11 @@ NodeObject *tg_prune_kids(NodeObject *parent);
 static inline NodeObject *tg_add_kid(NodeObject *parent, NodeObject *n) {
     n->sibling = parent->kids;
     parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
-    int32_t c = ++parent->nkids;
+    /* Pruned when the count of children added since the last sync reaches a power of two
+     * from 64: never decremented by removals, so a scan of at most c nodes comes after c/2
+     * additions whatever it removed (amortised O(1) per spawn; counting the list's length
+     * instead rescanned a long list after every few removals). */
+    uint32_t c = ++parent->nkids;
     return c < 64 || (c & (c - 1)) ? NULL : tg_prune_kids(parent);
 }
 /* The runner of n is done with it (see `retired`): called last, after its finish, for a
