@@ -2,23 +2,25 @@
 
     python benchmarks/map_fanout.py [--quick] [--runs R] [--out FILE]
 
-  1. a task spawning 50,000 trivial children: cost per child on 1 worker and on 2 (target:
-     2 workers cost no more per child), with the steal counters of the 2-worker runs;
-  2. a task spawning children of ~50 us each: speed-up of 2 workers over 1 (target >= 1.8x);
-  3. tg.map over 1,000,000 trivial items on 2 workers against the serial list comprehension
-     (target: no slower), beside ThreadPoolExecutor.map, joblib (threading backend) and
-     dask.bag.map where installed (the peers get fewer items when they would take minutes:
-     their figure is per item);
-  4. tg.map over items of ~20 us on 2 workers: speed-up over the serial loop (target
-     >= 1.6x), beside the same peers.
+  1. a task spawning 50,000 trivial children: per child, 2 workers over 1 worker in each
+     alternated pair of runs (target: <= 1 in every run), with the steal counters of the
+     2-worker runs;
+  2. a task spawning children of ~50 us each: speed-up of 2 workers over 1 (>= 1.8x);
+  3. tg.map over range(1,000,000) trivial items on 2 workers against the list comprehension
+     over the same range: tg.map's time over the comprehension's (target <= 0.7), and the
+     same for the other input kinds (list, tuple, a generator, dict keys, a numpy array if
+     numpy is installed: figures, not targets); beside them ThreadPoolExecutor.map, joblib
+     (threading backend) and dask.bag.map where installed (on fewer items when they would
+     take minutes: their figure is per item);
+  4. tg.map over items of ~20 us on 2 workers: speed-up over the serial loop (target >= 1.8).
 
-Timed pairs are run alternately (per_task.alternate), R rounds, and medians compared: the
-machine is shared and noisy, so each figure comes with its min and max. Beside the wall-clock
-speed-ups, the *CPU-critical* speed-up is derived from the worker threads' CPU times (the
-work on 1 worker over the busier worker's share on 2): what two free cores would give, with
-every overhead of the second thread counted, and the other programs on the machine left
-out. On a machine this loaded (and with the kernel's autogroup scheduling, which shares one
-slice among all the threads of a session) the wall-clock ratios mostly measure the others.
+Every figure is a list of per-run values from R >= 5 alternated rounds (benchmarks/_common.py),
+printed as median [min-max, spread] with the machine's idle share and the share other programs
+used meanwhile; a target is met only when the median and the worst run hold on an idle machine
+(_common.verdict). Results include a time's whole cost to the caller, freeing the result list
+too. Beside the wall-clock figures, the *CPU-critical* ratio derives from the worker threads'
+CPU times (the work on 1 worker over the busier worker's share on 2): what two free cores
+would give, the other programs on a shared machine left out (waiting is not in it).
 """
 from __future__ import annotations
 
@@ -27,11 +29,11 @@ import concurrent.futures as cf
 import importlib.util
 import os
 import statistics
-import threading
 import time
 
 import taskgraph as tg
-from _common import alternate, summary, worker_cpu, write_results
+from _common import (Machine, alternate, load_text, spread_text, summary, verdict, worker_cpu,
+                     write_results)
 from suite import busy
 
 CHILDREN = 50_000
@@ -74,8 +76,8 @@ def critical_cpu(fn, s1, s2, runs):
     """The speed-up that the 2-worker runs would show with two free cores: the workers' CPU
     time on 1 worker over the busier worker's CPU time on 2 (each the median of `runs`).
     Derived from thread CPU times, so the other programs on a shared machine drop out; it
-    counts every overhead of running on two threads (steals, cross-thread reference counts,
-    waiting in joins is not CPU and is not counted: see the wall figures)."""
+    counts every overhead of running on two threads (waiting in joins is not CPU and is not
+    counted: see the wall figures)."""
     one, two = [], []
     for _ in range(runs):
         for s, acc in ((s1, one), (s2, two)):
@@ -94,46 +96,56 @@ def stats_delta(s, before):
     return [{key: a[key] - b[key] for key in a if key != "worker"} for a, b in zip(after, before)]
 
 
-def alternate_cpu(fns, runs):
-    """per_task.alternate, also returning each function's process CPU times: on a loaded
-    machine the wall time of a 2-worker run says more about the other programs than about
-    us, and the CPU time shows what the work itself cost."""
-    cpu = [[] for _ in fns]
+def judged(values, target, better, floor=None, load=None):
+    word, det = verdict(values, target, better, floor=floor, load=load)
+    return {"verdict": word, **det}
 
-    def wrap(j):
-        def run():
-            c0 = time.process_time()
-            fns[j]()
-            cpu[j].append(time.process_time() - c0)
-        return run
 
-    return alternate([wrap(j) for j in range(len(fns))], runs), cpu
+def report(name, res, key, unit=""):
+    j = res[key + "_judged"]
+    op = "<=" if j["better"] == "lower" else ">="
+    floor = f" (floor {j['floor']})" if j["floor"] is not None else ""
+    print(f"{name}: {spread_text(res[key], unit=unit)}; target {op} {j['target']}{floor}: "
+          f"{j['verdict']}; {load_text(res['load'])}", flush=True)
 
 
 def fan_out_trivial(s1, s2, n, runs):
-    """Per-child cost on 1 and 2 workers (wall and process CPU time), and what the 2-worker
-    runs stole."""
+    """Per-child cost on 1 and 2 workers, alternated; the 2w/1w ratio of each pair; what the
+    2-worker runs stole and how often they looked."""
     before = s2.stats()
-    (t1, t2), (c1, c2) = alternate_cpu([lambda: s1.compute(fan_out(n, 0)),
-                                        lambda: s2.compute(fan_out(n, 0))], runs)
+    load = Machine()
+    t1, t2 = alternate([lambda: s1.compute(fan_out(n, 0)), lambda: s2.compute(fan_out(n, 0))], runs)
+    load = load.stop()
     d = stats_delta(s2, before)
-    per = lambda xs: {k: v / n * 1e6 if k != "runs" else v for k, v in summary(xs).items()}  # noqa: E731
-    return {"children": n, "us_per_child_1w": per(t1), "us_per_child_2w": per(t2),
-            "ratio_2w_over_1w": summary(t2)["median"] / summary(t1)["median"],
-            "cpu_us_per_child_1w": per(c1), "cpu_us_per_child_2w": per(c2),
-            "stolen_per_run_2w": sum(w["stolen"] for w in d) / runs,
-            "steal_attempts_per_run_2w": sum(w["steal_attempts"] for w in d) / runs,
-            "tasks_run_per_worker_per_run_2w": [w["tasks_run"] / runs for w in d],
-            "speedup_2w_cpu_critical": critical_cpu(lambda s: s.compute(fan_out(n, 0)), s1, s2, runs)}
+    per = lambda xs: summary([x / n * 1e6 for x in xs])  # noqa: E731
+    ratios = [b / a for a, b in zip(t1, t2)]
+    res = {"children": n, "us_per_child_1w": per(t1), "us_per_child_2w": per(t2),
+           "ratio_2w_over_1w": summary(ratios), "load": load,
+           "ratio_2w_over_1w_judged": judged(ratios, 1.0, "lower", load=load),
+           "stolen_per_run_2w": sum(w["stolen"] for w in d) / runs,
+           "steal_attempts_per_run_2w": sum(w["steal_attempts"] for w in d) / runs,
+           "looks_per_run_2w": sum(w.get("looks", 0) for w in d) / runs,
+           "tasks_run_per_worker_per_run_2w": [w["tasks_run"] / runs for w in d],
+           "speedup_2w_cpu_critical": critical_cpu(lambda s: s.compute(fan_out(n, 0)), s1, s2, runs)}
+    report(f"fan-out of {n:,} trivial children, us per child 2w / 1w", res, "ratio_2w_over_1w")
+    print(f"    1 worker {spread_text(res['us_per_child_1w'], unit=' us')}, 2 workers "
+          f"{spread_text(res['us_per_child_2w'], unit=' us')}; per 2-worker run: "
+          f"{res['steal_attempts_per_run_2w']:.0f} steal attempts, {res['looks_per_run_2w']:.0f} looks, "
+          f"{res['stolen_per_run_2w']:.0f} stolen", flush=True)
+    return res
 
 
 def fan_out_busy(s1, s2, n, k, runs):
-    (t1, t2), (c1, c2) = alternate_cpu([lambda: s1.compute(fan_out(n, k)),
-                                        lambda: s2.compute(fan_out(n, k))], runs)
-    return {"children": n, "busy_units": k, "t_1w": summary(t1), "t_2w": summary(t2),
-            "cpu_1w": summary(c1), "cpu_2w": summary(c2),
-            "speedup_2w": summary(t1)["median"] / summary(t2)["median"],
-            "speedup_2w_cpu_critical": critical_cpu(lambda s: s.compute(fan_out(n, k)), s1, s2, runs)}
+    load = Machine()
+    t1, t2 = alternate([lambda: s1.compute(fan_out(n, k)), lambda: s2.compute(fan_out(n, k))], runs)
+    load = load.stop()
+    sp = [a / b for a, b in zip(t1, t2)]
+    res = {"children": n, "busy_units": k, "t_1w": summary(t1), "t_2w": summary(t2),
+           "speedup_2w": summary(sp), "speedup_2w_judged": judged(sp, 1.8, "higher", load=load),
+           "load": load,
+           "speedup_2w_cpu_critical": critical_cpu(lambda s: s.compute(fan_out(n, k)), s1, s2, runs)}
+    report(f"fan-out of {n:,} children of ~50 us, speed-up 2w over 1w", res, "speedup_2w", "x")
+    return res
 
 
 def peers_map(fn, xs, tpe, cap):
@@ -151,15 +163,17 @@ def peers_map(fn, xs, tpe, cap):
     return {name: (f, len(sub)) for name, f in out.items()}
 
 
-def map_critical_cpu(s2, fn, xs, runs):
+def map_critical_cpu(s2, fn, make, runs):
     """As critical_cpu, for tg.map: the serial loop's CPU time (this thread) over the busier
     worker's CPU time in tg.map on 2 workers (medians of `runs`)."""
     one, two = [], []
     with tg.use_scheduler(s2):
         for _ in range(runs):
+            xs = make()
             c0 = time.thread_time()
             [fn(x) for x in xs]
             one.append(time.thread_time() - c0)
+            xs = make()
             b = worker_cpu(s2)
             tg.map(fn, xs)
             a = worker_cpu(s2)
@@ -169,21 +183,80 @@ def map_critical_cpu(s2, fn, xs, runs):
     return statistics.median(one) / statistics.median(two)
 
 
-def map_workload(s2, tpe, fn, xs, runs, peer_cap):
-    """tg.map on 2 workers vs the serial list comprehension (alternated), then the peers."""
+def map_vs_comprehension(s2, fn, make, runs):
+    """tg.map(fn, make()) on 2 workers against [fn(x) for x in make()], alternated: the
+    per-run ratio of tg.map's time over the comprehension's (make() outside the timing)."""
+    data = {}
+
+    def prep(k):
+        data[k] = make()
+
+    def comp():
+        xs = data.pop("c")
+        [fn(x) for x in xs]
+
+    def par():
+        tg.map(fn, data.pop("m"))
+
+    tc, tm = [], []
     with tg.use_scheduler(s2):
-        (ts, tm), (cs, cm) = alternate_cpu([lambda: [fn(x) for x in xs], lambda: tg.map(fn, xs)], runs)
-    res = {"items": len(xs), "serial": summary(ts), "tg.map": summary(tm),
-           "cpu_serial": summary(cs), "cpu_tg.map": summary(cm),
-           "speedup_2w": summary(ts)["median"] / summary(tm)["median"],
-           "speedup_2w_cpu_critical": map_critical_cpu(s2, fn, xs, runs)}
-    for name, (f, m) in peers_map(fn, xs, tpe, peer_cap).items():
+        for r in range(runs):
+            for k in ((0, 1) if r % 2 == 0 else (1, 0)):
+                prep("c" if k == 0 else "m")
+                t0 = time.perf_counter()
+                comp() if k == 0 else par()
+                (tc if k == 0 else tm).append(time.perf_counter() - t0)
+    return tc, tm
+
+
+def map_trivial(s2, tpe, n, runs, peer_cap):
+    res = {}
+    np = None
+    if importlib.util.find_spec("numpy"):
+        import numpy as np
+    kinds = {"range": lambda: range(n), "list": lambda: list(range(n)),
+             "tuple": lambda: tuple(range(n)), "generator": lambda: (x for x in range(n)),
+             "dict keys": lambda: dict.fromkeys(range(n)).keys()}
+    if np is not None:
+        kinds["numpy array"] = lambda: np.arange(n)
+    for name, make in kinds.items():
+        load = Machine()
+        tc, tm = map_vs_comprehension(s2, trivial, make, runs)
+        load = load.stop()
+        ratios = [m / c for c, m in zip(tc, tm)]
+        r = {"items": n, "comprehension": summary(tc), "tg.map": summary(tm),
+             "ratio_map_over_comprehension": summary(ratios), "load": load,
+             "ratio_map_over_comprehension_judged": judged(ratios, 0.7, "lower", load=load)}
+        if name == "range":
+            r["speedup_2w_cpu_critical"] = map_critical_cpu(s2, trivial, make, runs)
+        res[name] = r
+        report(f"tg.map over {name} of {n:,} trivial items, time over the comprehension's", r,
+               "ratio_map_over_comprehension")
+    xs = list(range(n))
+    for name, (f, m) in peers_map(trivial, xs, tpe, peer_cap).items():
         r = summary(alternate([f], max(3, runs // 2))[0])
         r["items"] = m
         r["us_per_item"] = r["median"] / m * 1e6
-        res[name] = r
-    res["tg.map"]["us_per_item"] = res["tg.map"]["median"] / len(xs) * 1e6
-    res["serial"]["us_per_item"] = res["serial"]["median"] / len(xs) * 1e6
+        res["peer " + name] = r
+    return res
+
+
+def map_20us(s2, tpe, k, n, runs, peer_cap):
+    xs = [k] * n
+    load = Machine()
+    with tg.use_scheduler(s2):
+        ts, tm = alternate([lambda: [busy(x) for x in xs], lambda: tg.map(busy, xs)], runs)
+    load = load.stop()
+    sp = [a / b for a, b in zip(ts, tm)]
+    res = {"items": n, "busy_units": k, "serial": summary(ts), "tg.map": summary(tm),
+           "speedup_2w": summary(sp), "speedup_2w_judged": judged(sp, 1.8, "higher", load=load),
+           "load": load, "speedup_2w_cpu_critical": map_critical_cpu(s2, busy, lambda: xs, runs)}
+    report(f"tg.map over {n:,} items of ~20 us, speed-up over the serial loop", res, "speedup_2w", "x")
+    for name, (f, m) in peers_map(busy, xs, tpe, peer_cap).items():
+        r = summary(alternate([f], max(3, runs // 2))[0])
+        r["items"] = m
+        r["us_per_item"] = r["median"] / m * 1e6
+        res["peer " + name] = r
     return res
 
 
@@ -193,24 +266,18 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    runs = a.runs or (3 if a.quick else 7)
+    runs = max(5, a.runs or (5 if a.quick else 9))
     k50, k20 = units_for(50), units_for(20)
     n_busy = 500 if a.quick else 4000
     n_map = 100_000 if a.quick else 1_000_000
     n_map20 = 1000 if a.quick else 10_000
-    out = {"loadavg_start": os.getloadavg()}
+    out = {"loadavg_start": os.getloadavg(), "runs": runs}
     with tg.Scheduler(1) as s1, tg.Scheduler(2) as s2, cf.ThreadPoolExecutor(2) as tpe:
+        s1.compute(fan_out(1000, 0)), s2.compute(fan_out(1000, 0))  # warm up
         out["fanout_trivial"] = fan_out_trivial(s1, s2, CHILDREN, runs)
-        print("fan-out, trivial children:", out["fanout_trivial"], flush=True)
         out["fanout_50us"] = fan_out_busy(s1, s2, n_busy, k50, runs)
-        print("fan-out, ~50 us children:", out["fanout_50us"], flush=True)
-        xs = list(range(n_map))
-        out["map_trivial"] = map_workload(s2, tpe, trivial, xs, runs, 10_000 if a.quick else 100_000)
-        print("map, trivial items:", out["map_trivial"], flush=True)
-        xs20 = [k20] * n_map20
-        out["map_20us"] = map_workload(s2, tpe, busy, xs20, runs, 300 if a.quick else n_map20)
-        out["map_20us"]["busy_units"] = k20
-        print("map, ~20 us items:", out["map_20us"], flush=True)
+        out["map_trivial"] = map_trivial(s2, tpe, n_map, runs, 10_000 if a.quick else 100_000)
+        out["map_20us"] = map_20us(s2, tpe, k20, n_map20, runs, 300 if a.quick else n_map20)
     out["loadavg_end"] = os.getloadavg()
     write_results(a.out, out, a.quick)
 

@@ -26,9 +26,9 @@
                               * not pay for its move: its victim gets a gate */
 #define GATE_MIN 64          /* the first gate, in pushes of the victim; it doubles */
 #define GATE_MAX 4096        /* up to this */
-#define WATCH_MIN_NS 4000    /* a searcher watching held work looks again after this; it */
+#define WATCH_MIN_NS 4000    /* a searcher watching held work naps this long (at least: the
+                              * kernel's timer slack makes it ~50 us); it */
 #define WATCH_MAX_NS 256000  /* doubles up to this */
-#define NAP_SLEEP_NS 50000   /* a wait at least this long is a timed sleep, not a spin */
 
 typedef struct {
     _Alignas(64) tg_deque *dq;
@@ -455,14 +455,9 @@ static void park(tg_pool *p, int w, tg_task *awaited, tg_sleep_mode mode, long t
         stat_inc(&p->w[w], TG_STAT_PARKS);
 }
 
-/* A searcher waits until `until` (tg_now_ns) or until `awaited` finishes or the pool shuts
- * down: a spin for a short wait (yielding the core every few microseconds), a nap for a long
- * one. */
-static void wait_until(tg_pool *p, int w, tg_task *awaited, int64_t now, int64_t until) {
-    if (until - now >= NAP_SLEEP_NS) {
-        park(p, w, awaited, TG_SLEEP_NAP, (long)(until - now));
-        return;
-    }
+/* A searcher spins until `until` (tg_now_ns), or until `awaited` finishes or the pool shuts
+ * down, yielding the core every few microseconds. */
+static void spin_until(tg_pool *p, tg_task *awaited, int64_t now, int64_t until) {
     for (int64_t yield_at = now + 4000; now < until; now = tg_now_ns()) {
         for (int i = 0; i < 16; i++) tg_cpu_relax();
         if ((awaited && finished(awaited)) || is_shutdown(p)) return;
@@ -510,7 +505,7 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
         }
         if (r == LOOK_NOTHING) {
             if (++dry >= DRY_LOOKS) return SEARCH_NOTHING;
-            wait_until(p, w, awaited, now, now + dry_wait);
+            spin_until(p, awaited, now, now + dry_wait);
             dry_wait = dry_wait * 2 > DRY_WAIT_MAX_NS ? DRY_WAIT_MAX_NS : dry_wait * 2;
             continue;
         }
@@ -518,8 +513,9 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
         if (tg_sleep_searchers(&p->sl) > 1) return SEARCH_NOTHING; /* another one watches */
         /* Look again at doubling intervals (the first, STILL_NS, is when a deque unchanged
          * since this look may be taken): a deque that keeps moving is looked at less and
-         * less often. */
-        wait_until(p, w, awaited, now, now + watch);
+         * less often. Napping, not spinning: the watched owner is busy, and a spinning
+         * neighbour slows it (the two vCPUs may share a core). */
+        park(p, w, awaited, TG_SLEEP_NAP, (long)watch);
         watch = watch * 2 > WATCH_MAX_NS ? WATCH_MAX_NS : watch * 2;
     }
 }

@@ -1,18 +1,34 @@
 """``tg.map``: a parallel map over the work-stealing scheduler, results in order.
 
-The input is cut into ranges by **adaptive (lazy binary) splitting**: one task starts with the
-whole range and works through it in small blocks; between two blocks, if its worker's own
-deque is empty and some worker is idle (``Engine.wants_work``, one C call), it spawns the right
-half of what is left as a new task and keeps the left half. A stolen half splits the same way,
-so the number of tasks follows the number of idle workers, not the number of items (rayon's
-adaptive splitter and Tzannes et al.'s lazy binary splitting share this idea). With a fixed
-``chunksize`` the range is split in halves on chunk boundaries instead, down to one chunk per
-task.
+Every input is read at its own best, never copied into a list first when it need not be:
+
+- a ``list``, ``tuple`` or ``range`` is read in place by index (a range makes its numbers on
+  the worker that needs them);
+- other sequences that slice cheaply (``numpy`` arrays, ``array.array``, ``str``, ``bytes``,
+  ``bytearray``) are read a block at a time, ``items[lo:hi]``;
+- several such inputs are zipped a block at a time;
+- anything else (generators, iterators, dict views, sets, ...) is **pulled** in chunks: one
+  range task pulls a chunk under a lock, runs it, pulls the next; idle workers get pullers of
+  their own, so the input is read once, in order, while earlier chunks run.
+
+Random-access inputs are cut by **adaptive (lazy binary) splitting**: one task starts with the
+whole range and works through it in blocks; between two blocks, if its worker's own deque is
+empty, some worker is idle (``Engine.wants_work``, one C call) and what is left is worth moving
+(its estimated time, from the blocks run so far, at least _SPLIT_MIN), it spawns the right half
+of what is left as a new task and keeps the left half. A stolen half splits the same way, so
+the number of tasks follows the number of idle workers, not the number of items (rayon's
+adaptive splitter and Tzannes et al.'s lazy binary splitting share this idea); a map too small
+to pay for a second worker never splits. With a fixed ``chunksize`` the range is split in halves
+on chunk boundaries instead, down to one chunk per task. Each block runs in one C call
+(``core.map_into``: fn per item, the result stored in place in the output list).
 """
 from __future__ import annotations
 
+import array
+import functools
 import threading
-from itertools import islice as _islice, starmap as _starmap
+import types
+from itertools import islice as _islice
 from time import perf_counter
 
 from taskgraph._native import core
@@ -22,68 +38,148 @@ from taskgraph.task import Task
 
 __all__ = ["map"]
 
-# Items run between two looks at the split signal and the stop flags: the block doubles while
-# a block takes less than _BLOCK_TIME seconds (up to _BLOCK_MAX items), so trivial items cost
-# one look per thousands of items, and slow ones are looked after every few items.
+# A block (items run between two looks at the split signal and the stop flags) doubles while
+# it takes less than _BLOCK_TIME seconds, up to _BLOCK_MAX items: trivial items cost one look
+# per thousands of items, and slow ones are looked after every few items.
 _BLOCK_TIME = 50e-6
 _BLOCK_MAX = 1 << 14
+# What is left of a range is handed to an idle worker only if it is expected to take at least
+# this long (seconds): less does not pay for waking a worker, moving the items and joining.
+_SPLIT_MIN = 100e-6
 
-_builtin_map = map
+_map_into = core.map_into
+
+# Sequences whose slices are cheap and iterate like the sequence itself (exact types: a
+# subclass may iterate differently from its slices). Not memoryview: on the free-threaded
+# build, slicing one memoryview from several threads at once can release it under them
+# (CPython gh-155606); a memoryview is pulled, one thread at a time.
+_SLICEABLE = (str, bytes, bytearray, array.array)
 
 
 class _MapState:
     """What every range task of one map call shares. ``fail_at`` only decreases (under
     ``lock``); a range task stops at it: items after the first failure are not needed."""
-    __slots__ = ("call", "star", "items", "out", "n", "chunk", "node_task", "fail_at", "error",
-                 "lock", "cancelled")
+    __slots__ = ("call", "star", "kind", "src", "out", "n", "chunk", "node_task", "fail_at",
+                 "error", "from_input", "lock", "cancelled", "per_item", "it", "pulled",
+                 "exhausted", "chunks", "pullers", "workers")
 
-    def __init__(self, call, star, items, chunk, node_task):
-        self.call, self.star, self.items, self.chunk = call, star, items, chunk
-        self.n = len(items)
-        self.out = [None] * self.n
+    def __init__(self, call, star, kind, src, n, chunk, node_task):
+        self.call, self.star, self.kind, self.src, self.chunk = call, star, kind, src, chunk
+        self.n = n  # items (None for an input pulled to its end)
+        self.out = [None] * n if n is not None else None
         self.node_task = node_task
-        self.fail_at = self.n
+        self.fail_at = n if n is not None else float("inf")
         self.error = None
+        self.from_input = False  # the error was raised by the input, not by fn
         self.lock = threading.Lock()
         self.cancelled = False
+        self.per_item = None  # seconds per item, measured by the blocks run so far
+        self.it = iter(src) if kind == "pull" else None
+        self.pulled = 0
+        self.exhausted = False
+        self.chunks = []  # (start, results) of the pulled chunks
+        self.pullers = 1
+        self.workers = 1
 
-    def failed(self, i, exc):
+    def failed(self, i, exc, from_input=False):
         with self.lock:
             if i < self.fail_at:
-                self.fail_at, self.error = i, exc
+                self.fail_at, self.error, self.from_input = i, exc, from_input
 
 
-def _per_item(fn):
-    """The plain function to call per item, and the name for error notes. A Task is unwrapped
-    (calling it inside a task would spawn one node per item): its retries are applied here,
-    per item, with its rules (never retried: cancellation, a closed scheduler, a cancelled
-    caller)."""
-    if not isinstance(fn, Task):
-        return fn, getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    f, retries, retry_on = fn.fn, fn.retries, fn.retry_on
-    if not retries:
-        return f, fn.name
-
-    def attempts(*args):
+def _retrying(f, retries, retry_on):
+    def attempts(*args, **kwargs):
         for _ in range(retries):
             try:
-                return f(*args)
+                return f(*args, **kwargs)
             except retry_on as e:
                 if isinstance(e, (CancelledError, SchedulerClosedError)) or core.cancelled():
                     raise
-        return f(*args)
+        return f(*args, **kwargs)
 
-    return attempts, fn.name
+    return attempts
 
 
-def _split_point(st, lo, hi, eng):
-    """Where to split [lo, hi) now (the start of the part to hand out), or 0 for no split."""
+def _per_item(fn):
+    """The plain callable to call per item, and the name for error notes. A Task, also used
+    as a method or wrapped in functools.partial, is unwrapped (calling it inside a task would
+    spawn one node per item): its retries are applied here, per item, with its rules (never
+    retried: cancellation, a closed scheduler, a cancelled caller)."""
+    if isinstance(fn, Task):
+        f = fn.fn if not fn.retries else _retrying(fn.fn, fn.retries, fn.retry_on)
+        return f, fn.name
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, Task):
+        f, name = _per_item(fn.__func__)
+        return types.MethodType(f, fn.__self__), name
+    if isinstance(fn, functools.partial):
+        f, name = _per_item(fn.func)
+        if f is not fn.func:  # a Task inside (a Task, or one used as a method)
+            return functools.partial(f, *fn.args, **fn.keywords), name
+    return fn, getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _kind(x):
+    """How a single input is read: "index" (list, tuple, range: by index, in C), "slice"
+    (read a block at a time through slicing) or "pull" (iterated)."""
+    t = type(x)
+    if t is list or t is tuple or t is range:
+        return "index"
+    if t in _SLICEABLE or (t.__name__ == "ndarray" and t.__module__ == "numpy"):
+        return "slice"
+    return "pull"
+
+
+def _plan(iterables):
+    """(kind, src, n) for map's inputs: one input as _kind says; several random-access ones
+    zipped a block at a time ("zip": src is the tuple of inputs, n the shortest length); any
+    other mix pulled from zip()."""
+    if len(iterables) == 1:
+        x = iterables[0]
+        k = _kind(x)
+        return k, x, (len(x) if k != "pull" else None)
+    if all(_kind(x) != "pull" for x in iterables):
+        return "zip", iterables, min(len(x) for x in iterables)
+    return "pull", zip(*iterables), None
+
+
+def _block(st, lo, b):
+    """Runs items [lo, b) into st.out; returns how many ran, recording a failure."""
+    kind, src = st.kind, st.src
+    if kind == "index":
+        done, err = _map_into(st.call, src, lo, st.out, lo, b - lo, st.star)
+    elif kind == "slice":
+        done, err = _map_into(st.call, iter(src[lo:b]), 0, st.out, lo, b - lo, st.star)
+    else:  # zip of random-access inputs
+        done, err = _map_into(st.call, zip(*(x[lo:b] for x in src)), 0, st.out, lo, b - lo, True)
+    if err is not None:
+        st.failed(lo + done, err)
+    elif done != b - lo:  # only a list can end early: the caller's list shrank (not copied)
+        st.failed(lo + done, RuntimeError("taskgraph.map: the input list changed size while "
+                                          "map was running"))
+    return done
+
+
+def _split_point(st, lo, hi, eng, per):
+    """Where to split [lo, hi) now (the start of the part to hand out), or 0 for no split.
+    per: this task's measured seconds per item, or None while too little has run to say."""
     if st.chunk:
         nch = -(-(hi - lo) // st.chunk)
         return lo + (nch // 2) * st.chunk if nch > 1 else 0
-    if hi - lo > 1 and eng is not None and eng.wants_work():
+    if (hi - lo > 1 and eng is not None and per is not None and (hi - lo) * per >= _SPLIT_MIN
+            and eng.wants_work()):
         return (lo + hi + 1) // 2
     return 0
+
+
+def _first_block(st):
+    """The first block of a range task: one item when nothing is known yet, else as many as
+    take about _BLOCK_TIME."""
+    if st.chunk:
+        return st.chunk
+    per = st.per_item
+    if not per:
+        return 1
+    return max(1, min(_BLOCK_MAX, int(_BLOCK_TIME / per)))
 
 
 def _run_range(st, lo, hi):
@@ -91,8 +187,9 @@ def _run_range(st, lo, hi):
     then joins the halves it handed out."""
     eng = core.current_engine()
     kids = []
-    block = 1
-    call, items, out = st.call, st.items, st.out
+    block = _first_block(st)
+    ran, spent = 0, 0.0  # items run by this task, and their time (blocks' overheads included)
+    per = st.per_item  # seconds per item: another task's measure until this one has its own
     while True:
         hi = min(hi, st.fail_at)  # an earlier item failed: what follows it is not needed
         if lo >= hi:
@@ -100,36 +197,28 @@ def _run_range(st, lo, hi):
         if eng is not None and core.cancelled():
             st.cancelled = True
             break
-        mid = _split_point(st, lo, hi, eng)
+        mid = _split_point(st, lo, hi, eng, per)
         if mid:
             kids.append(st.node_task(st, mid, hi))  # spawned onto this worker's deque
             hi = mid
-            block = 1
             continue
         b = min(hi, lo + block)
-        res = []
         t0 = perf_counter()
-        try:
-            it = iter(items)
-            it.__setstate__(lo)  # a list iterator starting at lo: no copy of the block
-            if st.star:
-                res.extend(_starmap(call, _islice(it, b - lo)))
-            else:
-                res.extend(_builtin_map(call, _islice(it, b - lo)))
-        except Exception as e:  # noqa: BLE001 - stored, raised by map() with the item index
-            i = lo + len(res)
-            out[lo:i] = res
-            st.failed(i, e)
+        done = _block(st, lo, b)
+        if done != b - lo:
             break
-        if len(res) != b - lo:  # the caller's list shrank under us (it is not copied)
-            out[lo:lo + len(res)] = res
-            st.failed(lo + len(res), RuntimeError("taskgraph.map: the input list changed size "
-                                                  "while map was running"))
-            break
-        out[lo:b] = res
-        lo = b
-        if block < _BLOCK_MAX and perf_counter() - t0 < _BLOCK_TIME:
+        dt = perf_counter() - t0
+        ran, spent, lo = ran + done, spent + dt, b
+        # Trusted once a block's fixed cost (a microsecond or so) is small beside what ran:
+        # a first item timed alone makes trivial items look slow enough to split.
+        if ran >= 16 or spent >= _SPLIT_MIN / 4:
+            per = st.per_item = spent / ran
+        if not st.chunk and block < _BLOCK_MAX and dt < _BLOCK_TIME:
             block *= 2
+    _join(st, kids)
+
+
+def _join(st, kids):
     for k in kids:  # range tasks never raise their items' errors: only a cancel comes out
         try:
             k.result()
@@ -137,29 +226,100 @@ def _run_range(st, lo, hi):
             st.cancelled = True
 
 
+def _pull(st, k):
+    """The next chunk of at most k items from the shared input, with its start index; an
+    empty chunk at the end (or after a failure)."""
+    with st.lock:
+        start = st.pulled
+        if st.exhausted or start > st.fail_at:
+            return start, []
+        chunk = []
+        try:
+            chunk.extend(_islice(st.it, k))  # a failing input leaves what it gave in chunk
+        except Exception as e:  # noqa: BLE001 - the input's own error, raised by map()
+            st.exhausted = True
+            st.pulled = start + len(chunk)
+            if start + len(chunk) < st.fail_at:
+                st.fail_at, st.error, st.from_input = start + len(chunk), e, True
+            return start, chunk
+        st.pulled = start + len(chunk)
+        if len(chunk) < k:
+            st.exhausted = True
+            st.it = None  # let the input go
+        return start, chunk
+
+
+def _run_pull(st):
+    """The body of a puller task: pulls chunks of the input and runs them until it ends;
+    while a chunk takes long enough to pay for it and a worker is idle, it spawns another
+    puller (up to one per worker); then joins them."""
+    eng = core.current_engine()
+    helpers = []
+    k = st.chunk or _first_block(st)
+    while True:
+        if eng is not None and core.cancelled():
+            st.cancelled = True
+            break
+        start, chunk = _pull(st, k)
+        if not chunk:
+            break
+        res = [None] * len(chunk)
+        t0 = perf_counter()
+        done, err = _map_into(st.call, chunk, 0, res, 0, len(chunk), st.star)
+        dt = perf_counter() - t0
+        st.chunks.append((start, res))
+        if err is not None:
+            st.failed(start + done, err)
+            break
+        per = dt / len(chunk)
+        if len(chunk) >= 16 or dt >= _SPLIT_MIN / 4:
+            st.per_item = per
+        if not st.chunk and k < _BLOCK_MAX and dt < _BLOCK_TIME:
+            k *= 2
+        if (eng is not None and not st.exhausted and st.pullers < st.workers
+                and (st.chunk or k * per >= _SPLIT_MIN / 2) and eng.wants_work()):
+            with st.lock:
+                st.pullers += 1
+            helpers.append(st.node_task(st))  # spawned onto this worker's deque
+    _join(st, helpers)
+
+
+def _gather_pulled(st):
+    """The results of a pulled map that did not fail, in input order."""
+    out = []
+    for _, res in sorted(st.chunks, key=lambda c: c[0]):
+        out.extend(res)
+    return out
+
+
 def map(fn, *iterables, chunksize: int | None = None) -> list:
     """Parallel ``builtins.map``: ``[fn(*args) for args in zip(*iterables)]``, computed on the
     scheduler, as a list in input order. Several iterables stop at the shortest (as
-    ``builtins.map``); a single list is used as it is (do not change it while ``map``
-    runs), any other input is read into a list first (generators too); items are passed as
-    they are (Nodes among them are not computed).
+    ``builtins.map``). Lists, tuples and ranges are read in place by index, other cheaply
+    sliced sequences (numpy arrays, ``array.array``, ``str``, ``bytes``) a block at a time,
+    and any other iterable (generators, iterators, dict views, sets) is pulled in chunks while
+    earlier chunks run: nothing is copied into a list first. Do not change an input list while
+    ``map`` runs (one that shrinks raises ``RuntimeError`` for the first item it lost). Items
+    are passed as they are (Nodes among them are not computed).
 
-    ``fn`` may be a plain callable or a ``tg.Task``: a Task's function is called per item
-    (no node per item), and its ``retries``/``retry_on`` apply to each item on its own.
-    ``chunksize=None`` splits adaptively (only when a worker is idle); an int >= 1 cuts the
-    input into chunks of that many items, one task each.
+    ``fn`` may be a plain callable or a ``tg.Task`` (also a Task used as a method, or wrapped
+    in ``functools.partial``): a Task's function is called per item (no node per item), and
+    its ``retries``/``retry_on`` apply to each item on its own. ``chunksize=None`` splits
+    adaptively (only when a worker is idle and what is left is worth moving); an int >= 1
+    cuts the input into chunks of that many items, one task each.
 
     Outside a task: a compute of its own on the current scheduler (``tg.current_scheduler()``,
     or serially inside ``tg.serial()``). Inside a task: fork-join on the calling worker (idle
     workers steal the halves it splits off), joined before it returns; nested maps work.
 
     Errors: the first failing item in input order (the lowest index, exactly as
-    ``builtins.map`` would raise it) is raised with a note naming its index and ``fn``; items
-    after it are not run (their chunks stop), items before it all run. Cancel: when the
-    calling task is cancelled (``tg.cancelled()``) or the compute is (Ctrl-C raises
-    ``KeyboardInterrupt``), the range tasks stop between blocks and ``map`` raises
-    ``tg.CancelledError`` (or the error of an item that failed first). Bad arguments:
-    ``TypeError`` (``fn`` not callable, no iterable, an input not iterable, a bad
+    ``builtins.map`` would raise it, ``StopIteration`` included) is raised with a note naming
+    its index and ``fn``; items after it are not run (their chunks stop), items before it all
+    run. An input that raises while being read raises that error, with a note naming the
+    item it was producing. Cancel: when the calling task is cancelled (``tg.cancelled()``) or
+    the compute is (Ctrl-C raises ``KeyboardInterrupt``), the range tasks stop between blocks
+    and ``map`` raises ``tg.CancelledError`` (or the error of an item that failed first). Bad
+    arguments: ``TypeError`` (``fn`` not callable, no iterable, an input not iterable, a bad
     ``chunksize`` type) or ``ValueError`` (``chunksize`` < 1), before anything runs.
     """
     if not callable(fn):
@@ -178,32 +338,36 @@ def map(fn, *iterables, chunksize: int | None = None) -> list:
         except TypeError:
             raise TypeError(f"taskgraph.map over {name}: argument {k + 1} is not iterable "
                             f"({type(it).__name__})") from None
-    star = len(iterables) > 1
-    if star:
-        items = list(zip(*iterables))
-    elif type(iterables[0]) is list:  # used as is: a copy would cost a reference per item
-        items = iterables[0]
-    else:
-        items = list(iterables[0])
-    if not items:
+    kind, src, n = _plan(iterables)
+    if n == 0:
         return []
-    st = _MapState(call, star, items, chunksize, Task(_run_range, name=f"map[{name}]"))
+    star = len(iterables) > 1
+    pull = kind == "pull"
+    st = _MapState(call, star, kind, src, n, chunksize,
+                   Task(_run_pull if pull else _run_range, name=f"map[{name}]"))
+    whole = (st,) if pull else (st, 0, n)
     engine = core.current_engine()
-    if engine is not None and scheduler_of_engine(engine) is not None:
-        _run_range(st, 0, st.n)  # inside a task: this task is the first range task
-    elif core.in_serial():
-        _run_range(st, 0, st.n)
+    sched = scheduler_of_engine(engine) if engine is not None else None
+    if sched is not None or core.in_serial():  # inside a task (the first range task), or serial
+        st.workers = sched.workers if sched is not None else 1
+        (_run_pull if pull else _run_range)(*whole)
     else:
         sched = current_scheduler()
         if not isinstance(sched, Scheduler):
             raise TypeError(f"taskgraph.map runs on a taskgraph Scheduler; the current one is "
                             f"{sched!r:.80}")
-        sched.compute(st.node_task(st, 0, st.n))
+        st.workers = sched.workers
+        sched.compute(st.node_task(*whole))
     if st.error is not None:
         e = st.error
         st.error = None  # no cycle through the traceback
-        e.add_note(f"taskgraph.map: raised by item {st.fail_at} (of {st.n}) of {name}")
+        if st.from_input:
+            e.add_note(f"taskgraph.map: raised by the input while producing item {st.fail_at} "
+                       f"(for {name})")
+        else:
+            e.add_note(f"taskgraph.map: raised by item {st.fail_at} (of "
+                       f"{st.n if st.n is not None else 'more'}) of {name}")
         raise e
     if st.cancelled:
         raise CancelledError(f"taskgraph.map over {name} was cancelled")
-    return st.out
+    return _gather_pulled(st) if pull else st.out

@@ -1,6 +1,10 @@
 """tg.map: results in order, chunk sizes, several inputs, errors with the item index, cancel,
 inside tasks and nested, Tasks and plain functions. No timings are asserted here (speed is
 measured in benchmarks/map_fanout.py)."""
+import array
+import collections
+import functools
+import sys
 import threading
 import time
 
@@ -243,3 +247,189 @@ def test_an_input_list_shrinking_under_map_is_an_error_not_wrong_results(two):
     with pytest.raises(RuntimeError, match="changed size") as ei:
         tg.map(shrink, xs, chunksize=1000)
     assert any("item 500" in n for n in ei.value.__notes__)
+
+
+# ---------------------------------------------------------------------- inputs of every kind
+
+
+class _Sliceless:
+    """A sized iterable without slicing or indexing: pulled in chunks."""
+
+    def __init__(self, items):
+        self.items = list(items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+@pytest.mark.parametrize("make", [
+    lambda r: r, tuple, list, iter, lambda r: (x for x in r), set, frozenset, _Sliceless,
+    lambda r: collections.deque(r), lambda r: dict.fromkeys(r).keys(),
+    lambda r: {x: x for x in r}.values(), lambda r: array.array("q", r),
+    lambda r: memoryview(array.array("q", r)),
+], ids=["range", "tuple", "list", "iterator", "generator", "set", "frozenset", "sized",
+        "deque", "dict_keys", "dict_values", "array", "memoryview"])
+@pytest.mark.parametrize("chunksize", [None, 7])
+def test_every_input_kind_gives_builtins_map_results(two, make, chunksize):
+    for n in (0, 1, 5000):
+        expect = [x * x for x in make(range(n))]  # a second one, built alike: the same order
+        assert tg.map(square, make(range(n)), chunksize=chunksize) == expect
+
+
+def test_strings_bytes_and_dict_items(two):
+    assert tg.map(str.upper, "taskgraph") == list("TASKGRAPH")
+    assert tg.map(lambda b: b + 1, b"\x00\x01\xfe") == [1, 2, 255]
+    assert tg.map(lambda kv: kv[0] * kv[1], {2: 3, 4: 5}.items()) == [6, 20]
+
+
+def test_ranges_of_any_step_and_size_are_read_in_place(two):
+    for r in (range(5, -20, -3), range(2**62, 2**62 + 50), range(2**63 - 3, 2**63 + 9, 2),
+              range(-2**70, -2**70 + 30, 7), range(10, 0)):
+        assert tg.map(lambda x: x, r) == list(r)
+
+
+
+@pytest.mark.thread_unsafe(reason="tracemalloc counts the allocations of every thread")
+def test_a_range_is_not_copied_into_a_list(two):
+    import tracemalloc
+
+    n = 200_000
+    tracemalloc.start()
+    try:
+        with tg.use_scheduler(two):
+            out = tg.map(lambda x: None, range(n))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out == [None] * n
+    # the output list (8 bytes a slot) and little else: a copy of the range would add n ints
+    assert peak < 8 * n + 1_000_000, peak
+
+
+def test_several_inputs_of_mixed_kinds_stop_at_the_shortest(two):
+    gen = (x for x in range(100))
+    assert tg.map(lambda a, b, c: a + b + c, range(50), [1] * 80, gen) == [
+        a + 1 + a for a in range(50)]
+    assert tg.map(pow, (2, 3), array.array("q", [3, 2, 9])) == [8, 9]
+    assert tg.map(pow, range(3, 1000), iter([2, 2])) == [9, 16]
+
+
+def test_numpy_arrays_are_read_a_block_at_a_time(two):
+    np = pytest.importorskip("numpy")
+    a = np.arange(3000, dtype=np.float64)
+    assert tg.map(float, a) == [float(x) for x in a]
+    m = np.arange(30).reshape(10, 3)
+    assert tg.map(lambda row: int(row.sum()), m) == [int(r.sum()) for r in m]
+
+
+def test_a_generator_is_read_once_in_order_while_chunks_run(two):
+    seen = []
+
+    def gen():
+        for i in range(20_000):
+            seen.append(i)
+            yield i
+
+    assert tg.map(square, gen()) == [i * i for i in range(20_000)]
+    assert seen == list(range(20_000))
+
+
+def test_an_input_that_raises_while_read_raises_that_error(two):
+    def gen():
+        yield from range(10)
+        raise LookupError("the input broke")
+
+    with pytest.raises(LookupError, match="the input broke") as ei:
+        tg.map(square, gen())
+    assert ei.value.__notes__ == ["taskgraph.map: raised by the input while producing item 10 "
+                                  "(for square)"]
+
+
+# ---------------------------------------------------------------------- issue 24, items 3 and 10
+
+
+def _stop_at_5(x):
+    if x == 5:
+        raise StopIteration("item 5")
+    return x
+
+
+@tg.task
+def _map_in_task(xs):
+    try:
+        tg.map(_stop_at_5, xs)
+    except StopIteration as e:
+        return "StopIteration", str(e), e.__notes__
+    return None
+
+
+@pytest.mark.parametrize("where", ["outside", "in a task", "serial"])
+@pytest.mark.parametrize("make", [list, lambda r: r, iter], ids=["list", "range", "iterator"])
+def test_stop_iteration_from_fn_is_fns_error_not_a_short_input(two, where, make):
+    """builtins.map ends early when fn raises StopIteration; tg.map used to report that as
+    "the input list changed size" (r2_map_stopiteration_misreported.py)."""
+    if where == "in a task":
+        got = two.compute(_map_in_task(make(range(10))))
+    else:
+        ctx = tg.serial() if where == "serial" else tg.use_scheduler(two)
+        with ctx, pytest.raises(StopIteration) as ei:
+            tg.map(_stop_at_5, make(range(10)))
+        got = "StopIteration", str(ei.value), ei.value.__notes__
+    assert got[:2] == ("StopIteration", "item 5")
+    assert any("raised by item 5" in n for n in got[2])
+
+
+class _Scaler:
+    k = 10
+
+    @tg.task
+    def scale(self, x):
+        return self.k * x
+
+
+@tg.task(retries=1)
+def _add(a, b):
+    return a + b
+
+
+def test_a_task_used_as_a_method_or_in_a_partial_maps_to_values_not_nodes(two):
+    """r2_map_over_bound_task_returns_nodes.py: the bound method was called per item inside
+    the range task, which spawned one Node per item."""
+    assert tg.map(_Scaler().scale, [1, 2, 3]) == [10, 20, 30]
+    assert tg.map(functools.partial(_add, 1), [1, 2, 3]) == [2, 3, 4]
+    assert tg.map(functools.partial(_Scaler().scale), range(3)) == [0, 10, 20]
+    assert tg.map(functools.partial(functools.partial(_add), b=2), [1]) == [3]
+
+    @tg.task
+    def inside():
+        return tg.map(_Scaler().scale, range(3)), tg.map(functools.partial(_add, b=5), range(3))
+
+    assert two.compute(inside()) == ([0, 10, 20], [5, 6, 7])
+
+
+# ---------------------------------------------------------------------- results
+
+
+class _Box:
+    __slots__ = ("v", "__weakref__")
+
+    def __init__(self, v):
+        self.v = v
+
+
+def test_results_made_by_workers_are_freed_by_the_caller(two):
+    """Each result is handed to the caller counted as another thread's reference
+    (csrc/py/mapblock.c, count_as_shared): nothing leaks, nothing is freed early."""
+    import weakref
+
+    with tg.use_scheduler(two):
+        out = tg.map(_Box, range(50_000))
+    refs = [weakref.ref(b) for b in out[::997]]
+    assert [r().v for r in refs] == list(range(0, 50_000, 997))
+    count = sys.getrefcount(out[7])
+    assert count == 2  # the list's reference and the argument's
+    del out  # freed here, by this thread
+    assert all(r() is None for r in refs)

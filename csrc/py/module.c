@@ -2,6 +2,7 @@
  * constants' registration. */
 #include "task.h" /* the layer below the module; with it every header of csrc/py/ */
 #include "rules.h" /* the one task runner's functions for other backends */
+#include "mapblock.h"
 #include "../contend.h"
 
 #include <sched.h>
@@ -294,6 +295,9 @@ static PyMethodDef methods[] = {
     {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Registers the exception classes and the Python functions the C code calls back."},
     {"scan", scan, METH_O, "scan(obj) -> list of the Nodes inside obj (nested structures)."},
+    {"map_into", (PyCFunction)(void (*)(void))tg_map_into, METH_FASTCALL,
+     "map_into(fn, src, src_start, out, out_start, count, star) -> (done, error): tg.map's "
+     "per-item loop (csrc/py/mapblock.h)."},
     {"substitute", substitute, METH_VARARGS,
      "substitute(obj, who='compute') -> obj with its Nodes replaced by their values."},
     {"serial_enter", serial_enter, METH_NOARGS, "Enters serial mode on this thread."},

@@ -1,0 +1,121 @@
+/* tg.map's per-item loop (mapblock.h). One C loop per block instead of builtins.map feeding a
+ * list that is then copied into the output: no per-item list append or copy, no islice, and
+ * fn's own StopIteration is fn's error. */
+#include "mapblock.h"
+
+/* A range whose items are machine integers: item i is start + i * step, for i < len. */
+typedef struct {
+    int ok;
+    Py_ssize_t start, step, len;
+} small_range;
+
+static small_range range_of(PyObject *r) {
+    small_range sr = {0, 0, 0, 0};
+    PyObject *a = PyObject_GetAttrString(r, "start"), *b = a ? PyObject_GetAttrString(r, "step") : NULL;
+    Py_ssize_t len = PyObject_Length(r);
+    if (a && b && len >= 0) {
+        int oa, ob;
+        long long start = PyLong_AsLongLongAndOverflow(a, &oa), step = PyLong_AsLongLongAndOverflow(b, &ob);
+        long long last;
+        /* Every item start + i * step (i < len) must fit: the last one does. */
+        if (!oa && !ob && !PyErr_Occurred() && start >= PY_SSIZE_T_MIN && start <= PY_SSIZE_T_MAX &&
+            (len == 0 || !__builtin_mul_overflow((long long)(len - 1), step, &last)) &&
+            !__builtin_add_overflow(start, len ? last : 0, &last) && last >= PY_SSIZE_T_MIN &&
+            last <= PY_SSIZE_T_MAX)
+            sr = (small_range){1, (Py_ssize_t)start, (Py_ssize_t)step, len};
+    }
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    PyErr_Clear(); /* not a small range: items are taken the general way */
+    return sr;
+}
+
+/* The next item of src (a new reference), or NULL: at the end (no error set) or on error. */
+static PyObject *next_item(PyObject *src, Py_ssize_t i, const small_range *sr) {
+    if (sr->ok) return i < sr->len ? PyLong_FromSsize_t(sr->start + i * sr->step) : NULL;
+    if (PyList_CheckExact(src)) {
+        PyObject *x = PyList_GetItemRef(src, i); /* strong: the list is the user's */
+        if (!x && PyErr_ExceptionMatches(PyExc_IndexError)) PyErr_Clear(); /* it shrank */
+        return x;
+    }
+    if (PyTuple_CheckExact(src))
+        return i < PyTuple_GET_SIZE(src) ? Py_NewRef(PyTuple_GET_ITEM(src, i)) : NULL;
+    if (PyRange_Check(src)) {
+        PyObject *x = PySequence_GetItem(src, i);
+        if (!x && PyErr_ExceptionMatches(PyExc_IndexError)) PyErr_Clear();
+        return x;
+    }
+    return PyIter_Next(src);
+}
+
+/* Makes the reference to r that the output list holds count the way another thread's
+ * Py_INCREF would count it. On the free-threaded build an object made by this worker is owned
+ * by it (biased reference counting): its references from this thread are counted in a local
+ * field, and a decrement from another thread that would take the other, shared field below
+ * zero queues the object to its owner (a lock and a wake-up per object: the caller freeing a
+ * million results paid ~20 ns each). So the reference is added to the shared field, as a
+ * non-owner's Py_INCREF does, and ours dropped: if it was the last local one, CPython merges
+ * the two fields and gives up ownership (_Py_MergeZeroLocalRefcount), and whoever drops the
+ * last reference later frees the object at once. The total count never changes. */
+static inline void count_as_shared(PyObject *r) {
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030D0000
+    if (_Py_IsImmortal(r) || !_Py_IsOwnedByCurrentThread(r)) return;
+    _Py_atomic_add_ssize(&r->ob_ref_shared, (Py_ssize_t)1 << _Py_REF_SHARED_SHIFT);
+    Py_DECREF(r);
+#else
+    (void)r;
+#endif
+}
+
+/* fn(item), or fn(*item) with star. */
+static PyObject *call_one(PyObject *fn, PyObject *item, int star) {
+    if (!star) return PyObject_Vectorcall(fn, &item, 1, NULL);
+    if (PyTuple_CheckExact(item))
+        return PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(item, 0), (size_t)PyTuple_GET_SIZE(item), NULL);
+    PyObject *t = PySequence_Tuple(item);
+    PyObject *r = t ? PyObject_Call(fn, t, NULL) : NULL;
+    Py_XDECREF(t);
+    return r;
+}
+
+PyObject *tg_map_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "map_into(fn, src, src_start, out, out_start, count, star)");
+        return NULL;
+    }
+    PyObject *fn = args[0], *src = args[1], *out = args[3];
+    Py_ssize_t src_start = PyLong_AsSsize_t(args[2]), out_start = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[5]);
+    int star = PyObject_IsTrue(args[6]);
+    if ((src_start < 0 || out_start < 0 || count < 0 || star < 0) && PyErr_Occurred()) return NULL;
+    if (!PyList_CheckExact(out) || src_start < 0 || out_start < 0 || count < 0 ||
+        out_start + count > PyList_GET_SIZE(out)) {
+        PyErr_SetString(PyExc_ValueError, "map_into: out must be a list with room for the block");
+        return NULL;
+    }
+    Py_ssize_t done = 0;
+    PyObject *err = NULL;
+    small_range sr = {0, 0, 0, 0};
+    if (PyRange_Check(src)) sr = range_of(src);
+    for (; done < count; done++) {
+        PyObject *item = next_item(src, src_start + done, &sr);
+        if (!item) break;
+        PyObject *r = call_one(fn, item, star);
+        Py_DECREF(item);
+        if (!r) break;
+        /* The caller's private list, never resized: a plain store into a slot nobody else
+         * writes or reads while the map runs (see mapblock.h). */
+        count_as_shared(r);
+        PyObject *old = PyList_GET_ITEM(out, out_start + done);
+        PyList_SET_ITEM(out, out_start + done, r);
+        Py_XDECREF(old);
+    }
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt... */
+        err = PyErr_GetRaisedException();
+    }
+    PyObject *res = Py_BuildValue("(nO)", done, err ? err : Py_None);
+    Py_XDECREF(err);
+    return res;
+}
