@@ -227,11 +227,12 @@ static int visit(walk *w, PyObject *x, int depth) {
 
 /* ---------------------------------------------------------------- scanning */
 
-PyObject *tg_scan(PyObject *const *args, Py_ssize_t n, PyObject *who) {
-    /* Fast path: no argument is anything but a leaf (the fork-join case). */
+PyObject *tg_scan_slow(PyObject *const *args, Py_ssize_t n, PyObject *who) {
+    /* Fast path: no argument is anything but a leaf (the fork-join case; plain scalars were
+     * passed over by tg_scan already). */
     Py_ssize_t i = 0;
     kind k = K_LEAF;
-    while (i < n && (k = kind_of(args[i], &TG_NodeType)) == K_LEAF) i++;
+    while (i < n && (tg_plain_scalar(args[i]) || (k = kind_of(args[i], &TG_NodeType)) == K_LEAF)) i++;
     if (i == n || k == K_ERROR) return NULL;
     walk w = {.stop_at_first = 0, .type = &TG_NodeType, .who = who};
     vec_init(&w.found);

@@ -9,7 +9,20 @@
  * frozensets, namedtuples, slices and dataclass instances): a new tuple of unique Nodes in
  * order of first appearance, NULL with no error when there are none, NULL with an error
  * (naming `who`) when a structure nests too deeply. */
-PyObject *tg_scan(PyObject *const *args, Py_ssize_t n, PyObject *who);
+PyObject *tg_scan_slow(PyObject *const *args, Py_ssize_t n, PyObject *who);
+/* Whether x is an exact int, float, str, bool or None: a leaf, told from its type alone (the
+ * commonest arguments of a fork-join task). */
+static inline int tg_plain_scalar(PyObject *x) {
+    PyTypeObject *tp = Py_TYPE(x);
+    return tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyUnicode_Type || x == Py_None ||
+           tp == &PyBool_Type;
+}
+/* tg_scan_slow's answer, without a call when every argument is a plain scalar. */
+static inline PyObject *tg_scan(PyObject *const *args, Py_ssize_t n, PyObject *who) {
+    Py_ssize_t i = 0;
+    while (i < n && tg_plain_scalar(args[i])) i++;
+    return i == n ? NULL : tg_scan_slow(args + i, n - i, who);
+}
 /* x with every Node inside replaced by its value (containers holding a Node are rebuilt, the
  * rest passed through as the same object). A Node that is not finished raises
  * TaskgraphError naming `who`; one that failed raises its exception. New reference. */

@@ -139,6 +139,7 @@ static PyObject *engine_work(EngineObject *e, PyObject *arg) {
         return NULL;
     }
     Runner *W = &e->workers[i];
+    W->stack_low = tg_c_stack_limit();
     TG_TLS.worker = W;
     tg_wait_until(W, NULL);
     TG_TLS.worker = NULL;

@@ -85,7 +85,7 @@ int tg_join(Runner *W, NodeObject *n) {
                                               * does not wait for it (never_runs_pending) */
         tg_task_cancel(&n->t, TG_POISON_CANCEL);
     if (dep) return dep < 0 ? -1 : join_refused(cur, n, via);
-    if (tg_c_stack_low()) {
+    if (tg_c_stack_below(W->stack_low)) {
         PyObject *err = tg_stack_error(cur, "joining another task");
         PyErr_SetRaisedException(err);
         return -1;

@@ -40,7 +40,6 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject 
     n->deps = deps;
     n->name = name;
     n->retry = retry;
-    n->t.id = tg_next_node_id();
     PyObject_GC_Track((PyObject *)n);
     return n;
 fail:

@@ -6,7 +6,8 @@
 
 #include "join.h"
 
-/* A new NEW node for fn(*args, **kw) given in vectorcall form; scans the arguments. */
+/* A new NEW node for fn(*args, **kw) given in vectorcall form; scans the arguments. The
+ * caller gives it its key number (t.id: tg_node_id_at). */
 NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject *const *args,
                         size_t nargsf, PyObject *kwnames);
 /* Waits, without a worker, until a node claimed by someone else finishes (timeout < 0: no

@@ -21,6 +21,12 @@ uint64_t tg_next_node_id(void) {
 #define STACK_RESERVE_MIN (64 * 1024)
 #define STACK_RESERVE_MAX (1024 * 1024)
 
+const char *tg_c_stack_limit(void) {
+    tg_c_stack_low(); /* learns the bounds once */
+    tg_tls *tls = &TG_TLS;
+    return tls->stack_known == 1 ? tls->stack_low : NULL;
+}
+
 int tg_c_stack_low(void) {
     tg_tls *tls = &TG_TLS;
     if (!tls->stack_known) {

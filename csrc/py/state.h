@@ -65,6 +65,19 @@ PyObject *tg_memory_error(void);
 
 /* A fresh key number for a node made on this thread: (thread number << 40) | counter. */
 uint64_t tg_next_node_id(void);
+/* The same, from this thread's state already in hand (one thread-local lookup fewer). */
+static inline uint64_t tg_node_id_at(tg_tls *tls) {
+    return tls->thread_no ? ((tls->thread_no - 1) << 40) | ++tls->seq : tg_next_node_id();
+}
+/* The address below which this thread's C stack is nearly used up (as tg_c_stack_low
+ * judges), or NULL where it is unknown: a worker keeps it in its Runner. */
+const char *tg_c_stack_limit(void);
+/* Whether the C stack of this thread is nearly used up, given tg_c_stack_limit()'s answer. */
+static inline int tg_c_stack_below(const char *limit) {
+    /* The frame address, not a local's: under AddressSanitizer locals may live on a fake
+     * stack on the heap. */
+    return limit && (const char *)__builtin_frame_address(0) < limit;
+}
 
 /* Fault injection (test builds only: compiled in with -DTG_FAULTS, which setup.py passes when
  * TASKGRAPH_TEST_BUILD=1, as `make setup` and tools/asan.sh do; a wheel or sdist build has no

@@ -47,6 +47,7 @@ static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t n
     NodeObject *n = tg_node_new(task->fn, task->name, task->retry, args, nargsf, kwnames);
     if (!n) return NULL;
     tg_tls *tls = &TG_TLS;
+    n->t.id = tg_node_id_at(tls);
     if (tls->serial) {
         if (serial_call(n) < 0) {
             Py_DECREF(n);

@@ -197,7 +197,7 @@ static tg_find wait_loop(Runner *W, NodeObject *awaited, int how);
  * the join polls while parked. Past max_help_depth nested joins, or when the thread's C stack
  * runs low, it stops stealing (its own deque and the injector only). */
 tg_find tg_join_wait(Runner *W, NodeObject *n, int foreign) {
-    int how = W->depth < W->max_help_depth && !tg_c_stack_low() ? TG_LOOK_STEAL : TG_LOOK_LOCAL;
+    int how = W->depth < W->max_help_depth && !tg_c_stack_below(W->stack_low) ? TG_LOOK_STEAL : TG_LOOK_LOCAL;
     if (foreign) how |= TG_LOOK_POLL;
     W->depth++;
     tg_find r = wait_loop(W, n, how);
@@ -262,7 +262,7 @@ static void sync_kids(Runner *W, tg_body *b) {
         tg_body_fail(b, err ? err : tg_memory_error());
         failing = 1;
     }
-    if (!failing && tg_c_stack_low()) { /* no room to run children nested: fail, skip them */
+    if (!failing && tg_c_stack_below(W->stack_low)) { /* no room to run children nested: fail, skip them */
         tg_body_fail(b, tg_stack_error(n, "waiting for its children"));
         failing = 1;
     }

@@ -29,6 +29,7 @@ struct tg_runner {
      * called there builds a lazy node (docs/design/native.md, "Code that runs as no task"). */
     NodeObject *current;
     PyThreadState *saved;    /* while idle (detached from the interpreter) */
+    const char *stack_low;   /* its thread's tg_c_stack_limit() (set when the thread starts) */
     int died;                /* an injected fault stopped this worker (TG_FAULT_WORKER) */
 };
 
