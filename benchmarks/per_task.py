@@ -2,10 +2,14 @@
 
     python benchmarks/per_task.py [--quick] [--out FILE]
 
-Every figure is a ratio or a cost measured in this one run. Where two things are compared
-(taskgraph and ThreadPoolExecutor, traced and untraced, parallel and serial), they are run
-alternately, R times each, and the medians are compared: these VMs drift by tens of percent
-within a minute, and alternating spreads the drift over both sides.
+Every figure is a ratio or a cost measured in this one run, from R >= 5 alternated rounds
+(benchmarks/_common.py): where two things are compared (taskgraph and ThreadPoolExecutor,
+traced and untraced, parallel and serial) they run in turn within each round, and the figure
+of a round is their ratio, so a drift of the machine lands on both sides. Each figure is
+printed as its median with the min-max and spread of the rounds, beside the machine's idle
+share and the share other programs used meanwhile (/proc/stat); a target is met only when the
+median meets it and the worst round meets its floor (the target itself where none is given),
+on an idle machine (other programs under 10%).
 
   1. trivial task, spawned (children of one task) and lazy (a flat DAG computed from
      outside), per task, against ThreadPoolExecutor(2) submit + result;
@@ -16,7 +20,9 @@ within a minute, and alternating spreads the drift over both sides.
      (T - T_serial) / tasks, the cost of a task and its edges;
   6. tracing on, trivial tasks (lazy and spawned): the extra time with a trace open;
   7. examples/quicksort.py, 1,000,000 values, 2 workers: speed-up over the same algorithm run
-     serially (and, for comparison, the same on a list of boxed floats).
+     serially (and, for comparison, the same on a list of boxed floats);
+  8. 12-queens written naturally (fork-join per row, benchmarks/inflation.py): 2 workers over
+     1 worker.
 """
 from __future__ import annotations
 
@@ -31,7 +37,8 @@ import sys
 import time
 
 import taskgraph as tg
-from _common import alternate, summary, timed  # noqa: F401 (cutoff.py imports alternate from here)
+from _common import (Machine, alternate, is_idle, load_text, spread_text, summary,  # noqa: F401
+                     timed, verdict)  # (cutoff.py imports alternate from here)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -84,116 +91,150 @@ def load_example(name):
     return mod
 
 
-def figure(results, key, label, value, unit, target, aim, better, **details):
-    met = value <= target if better == "lower" else value >= target
-    results.append({"key": key, "label": label, "value": value, "unit": unit, "target": target,
-                    "aim": aim, "better": better, "met": met, **details})
-    sign = "<=" if better == "lower" else ">="
-    print(f"  {label}: {value:.3g} {unit} (target {sign} {target}, aim {sign} {aim}) "
-          f"{'met' if met else 'MISSED'}", flush=True)
+def figure(results, key, label, values, unit, target, better, floor=None, load=None, aim=None,
+           **details):
+    """Records a figure from its per-round values: median, worst, spread, and the verdict
+    (_common.verdict: median and worst round, idle machine)."""
+    word, det = verdict(values, target, better, floor=floor, load=load)
+    s = summary(values)
+    results.append({"key": key, "label": label, "value": s["median"], "unit": unit,
+                    "target": target, "floor": floor, "aim": aim, "better": better,
+                    "met": word == "met", "verdict": word, "summary": s, "worst": det["worst"],
+                    "load": load or {}, **details})
+    op = "<=" if better == "lower" else ">="
+    fl = f", floor {floor}" if floor is not None else ""
+    print(f"  {label}: {spread_text(s, unit=' ' + unit if unit else '')} (target {op} {target}{fl}) "
+          f"{word.upper() if word == 'missed' else word}; {load_text(load or {})}", flush=True)
+
+
+def rounds(fns, reps):
+    """alternate(fns, reps), with the machine's load over the whole."""
+    m = Machine()
+    ts = alternate(fns, reps)
+    return ts, m.stop()
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--only", help="comma-separated figure keys")
     a = ap.parse_args(argv)
     q = a.quick
     reps = 5 if q else 11
     n_trivial = 20_000 if q else 100_000
+    want = set(a.only.split(",")) if a.only else None
+    on = lambda *keys: want is None or bool(want & set(keys))  # noqa: E731
     res = []
     print(f"per-task figures: Python {sys.version.split()[0]}, GIL enabled {tg.gil_enabled()}, "
-          f"{tg.usable_cpus()} CPUs, {'quick' if q else 'full'}", flush=True)
+          f"{tg.usable_cpus()} CPUs, {'quick' if q else 'full'}, {reps} rounds", flush=True)
 
     # 1 and 6: trivial tasks, against ThreadPoolExecutor(2); with a trace open
-    with cf.ThreadPoolExecutor(2) as ex, tg.Scheduler(workers=2) as s:
-        def tpe():
-            for f in [ex.submit(int, i) for i in range(n_trivial)]:
-                f.result()
+    if on("trivial_vs_tpe", "tracing"):
+        with cf.ThreadPoolExecutor(2) as ex, tg.Scheduler(workers=2) as s:
+            def tpe():
+                for f in [ex.submit(int, i) for i in range(n_trivial)]:
+                    f.result()
 
-        def spawned():
-            s.compute(spawn_many(n_trivial))
+            def spawned():
+                s.compute(spawn_many(n_trivial))
 
-        def lazy():
-            s.compute([trivial(i) for i in range(n_trivial)])
+            def lazy():
+                s.compute([trivial(i) for i in range(n_trivial)])
 
-        def traced(f):
-            def run():
-                with tg.trace():
-                    f()
-            return run
+            def traced(f):
+                def run():
+                    with tg.trace():
+                        f()
+                return run
 
-        spawned(), lazy(), tpe()  # warm up
-        t_tpe, t_sp, t_lz, t_sp_tr, t_lz_tr = alternate(
-            [tpe, spawned, lazy, traced(spawned), traced(lazy)], reps)
-    per = {k: statistics.median(v) / n_trivial * 1e6 for k, v in
-           [("tpe", t_tpe), ("spawned", t_sp), ("lazy", t_lz), ("spawned_traced", t_sp_tr),
-            ("lazy_traced", t_lz_tr)]}
-    worst = max(per["spawned"], per["lazy"])
-    figure(res, "trivial_vs_tpe", "trivial task vs ThreadPoolExecutor(2), spawned and lazy "
-           "(the slower of the two)", per["tpe"] / worst, "x lower", 10, 25, "higher",
-           us_per_task=per, tasks=n_trivial)
-    trace_pct = max(per["spawned_traced"] / per["spawned"], per["lazy_traced"] / per["lazy"]) * 100 - 100
-    figure(res, "tracing", "tracing on, trivial tasks (the larger of spawned and lazy)",
-           trace_pct, "% extra", 15, 5, "lower",
-           spawned_pct=per["spawned_traced"] / per["spawned"] * 100 - 100,
-           lazy_pct=per["lazy_traced"] / per["lazy"] * 100 - 100)
+            spawned(), lazy(), tpe()  # warm up
+            (t_tpe, t_sp, t_lz, t_sp_tr, t_lz_tr), load = rounds(
+                [tpe, spawned, lazy, traced(spawned), traced(lazy)], reps)
+        per = {k: statistics.median(v) / n_trivial * 1e6 for k, v in
+               [("tpe", t_tpe), ("spawned", t_sp), ("lazy", t_lz), ("spawned_traced", t_sp_tr),
+                ("lazy_traced", t_lz_tr)]}
+        figure(res, "trivial_vs_tpe", "trivial task vs ThreadPoolExecutor(2), spawned and lazy "
+               "(the slower of the two)", [tp / max(sp, lz) for tp, sp, lz in zip(t_tpe, t_sp, t_lz)],
+               "x lower", 20, "higher", floor=15, load=load, us_per_task=per, tasks=n_trivial)
+        figure(res, "tracing", "tracing on, trivial tasks (the larger of spawned and lazy)",
+               [max(a / b, c / d) * 100 - 100 for a, b, c, d in zip(t_sp_tr, t_sp, t_lz_tr, t_lz)],
+               "% extra", 15, "lower", load=load)
 
     # 2: c1
-    with tg.Scheduler(workers=1) as s1:
-        s1.compute(fib(16))
-        t_ser, t_1 = alternate([lambda: fib_serial(20), lambda: s1.compute(fib(20))], reps * 2)
-    c1 = statistics.median(t_1) / statistics.median(t_ser)
-    figure(res, "c1", "c1 = T1 / T_serial, fib(20) spawning at every level, 1 worker", c1, "",
-           10, 5, "lower", tasks=21891, ns_per_task=statistics.median(t_1) / 21891 * 1e9)
+    if on("c1"):
+        with tg.Scheduler(workers=1) as s1:
+            s1.compute(fib(16))
+            (t_ser, t_1), load = rounds([lambda: fib_serial(20), lambda: s1.compute(fib(20))], reps * 2)
+        figure(res, "c1", "c1 = T1 / T_serial, fib(20) spawning at every level, 1 worker",
+               [b / a for a, b in zip(t_ser, t_1)], "", 2.5, "lower", floor=3, load=load,
+               tasks=21891, ns_per_task=statistics.median(t_1) / 21891 * 1e9)
 
     # 3: fib(28) cutoff 16 on 2 workers
-    n = 25 if q else 28
-    with tg.Scheduler(workers=2) as s2:
-        s2.compute(fib(20, 16))
-        t_ser, t_par = alternate([lambda: fib_serial(n), lambda: s2.compute(fib(n, 16))], reps)
-    figure(res, "fib_cutoff", f"fib({n}) cutoff 16, 2 workers, speed-up over serial",
-           statistics.median(t_ser) / statistics.median(t_par), "x", 1.7, 1.9, "higher",
-           serial=summary(t_ser), taskgraph=summary(t_par))
+    if on("fib_cutoff"):
+        n = 25 if q else 28
+        with tg.Scheduler(workers=2) as s2:
+            s2.compute(fib(20, 16))
+            (t_ser, t_par), load = rounds([lambda: fib_serial(n), lambda: s2.compute(fib(n, 16))], reps)
+        figure(res, "fib_cutoff", f"fib({n}) cutoff 16, 2 workers, speed-up over serial",
+               [a / b for a, b in zip(t_ser, t_par)], "x", 1.9, "higher", floor=1.8, load=load,
+               serial=summary(t_ser), taskgraph=summary(t_par))
 
     # 4: 1,000,000 lazy trivial tasks, built and computed end to end
-    m = 200_000 if q else 1_000_000
-    with tg.Scheduler(workers=2) as s2:
-        s2.compute([trivial(i) for i in range(10_000)])
-        ts = [timed(lambda: s2.compute([trivial(i) for i in range(m)])) for _ in range(3 if q else 5)]
-    figure(res, "lazy_million", f"{m:,} lazy trivial tasks built and computed from the main "
-           "thread, end to end", m / statistics.median(ts) / 1e3, "k tasks/s", 400, 1000,
-           "higher", seconds=summary(ts))
+    if on("lazy_million"):
+        m = 200_000 if q else 1_000_000
+        with tg.Scheduler(workers=2) as s2:
+            s2.compute([trivial(i) for i in range(10_000)])
+            (ts,), load = rounds([lambda: s2.compute([trivial(i) for i in range(m)])], reps)
+        figure(res, "lazy_million", f"{m:,} lazy trivial tasks built and computed from the main "
+               "thread, end to end", [m / t / 1e6 for t in ts], "M tasks/s", 1.6, "higher",
+               load=load, seconds=summary(ts))
 
     # 5: stencil DAG, 64 x 64, trivial bodies, 1 worker
-    w = 32 if q else 64
-    with tg.Scheduler(workers=1) as s1:
-        s1.compute(stencil(w, w, cell))
-        t_ser, t_dag = alternate([lambda: stencil(w, w, cell_plain),
-                                  lambda: s1.compute(stencil(w, w, cell))], reps)
-    per_task = (statistics.median(t_dag) - statistics.median(t_ser)) / (w * w) * 1e6
-    figure(res, "stencil", f"2-D stencil DAG ({w}x{w}, trivial bodies), per task incl. 3 edges, "
-           "1 worker", per_task, "us", 2, 1, "lower", serial=summary(t_ser), taskgraph=summary(t_dag))
+    if on("stencil"):
+        w = 32 if q else 64
+        with tg.Scheduler(workers=1) as s1:
+            s1.compute(stencil(w, w, cell))
+            (t_ser, t_dag), load = rounds([lambda: stencil(w, w, cell_plain),
+                                           lambda: s1.compute(stencil(w, w, cell))], reps)
+        figure(res, "stencil", f"2-D stencil DAG ({w}x{w}, trivial bodies), per task incl. 3 "
+               "edges, 1 worker", [(b - a) / (w * w) * 1e6 for a, b in zip(t_ser, t_dag)], "us", 2,
+               "lower", load=load, serial=summary(t_ser), taskgraph=summary(t_dag))
 
     # 7: the quicksort example
-    qs = load_example("quicksort.py")
-    size = 200_000 if q else 1_000_000
-    data = qs.make_input(size, 1)
-    boxed = list(data)
-    with tg.Scheduler(workers=2) as s2:
-        s2.compute(qs.quicksort(data[:20_000], 20_000))
-        t_ser, t_par, t_bser, t_bpar = alternate(
-            [lambda: qs.quicksort_serial(data, 20_000), lambda: s2.compute(qs.quicksort(data, 20_000)),
-             lambda: qs.quicksort_boxed_serial(boxed, 20_000),
-             lambda: s2.compute(qs.quicksort_boxed(boxed, 20_000))], 3 if q else 5)
-    figure(res, "quicksort", f"examples/quicksort.py, {size:,} values, 2 workers, speed-up",
-           statistics.median(t_ser) / statistics.median(t_par), "x", 1.4, 1.7, "higher",
-           serial=summary(t_ser), taskgraph=summary(t_par),
-           boxed_speedup=statistics.median(t_bser) / statistics.median(t_bpar),
-           boxed_serial=summary(t_bser), boxed_taskgraph=summary(t_bpar))
+    if on("quicksort"):
+        qs = load_example("quicksort.py")
+        size = 200_000 if q else 1_000_000
+        data = qs.make_input(size, 1)
+        boxed = list(data)
+        with tg.Scheduler(workers=2) as s2:
+            s2.compute(qs.quicksort(data[:20_000], 20_000))
+            (t_ser, t_par, t_bser, t_bpar), load = rounds(
+                [lambda: qs.quicksort_serial(data, 20_000), lambda: s2.compute(qs.quicksort(data, 20_000)),
+                 lambda: qs.quicksort_boxed_serial(boxed, 20_000),
+                 lambda: s2.compute(qs.quicksort_boxed(boxed, 20_000))], max(5, 3 if q else 5))
+        figure(res, "quicksort", f"examples/quicksort.py, {size:,} values, 2 workers, speed-up",
+               [a / b for a, b in zip(t_ser, t_par)], "x", 1.4, "higher", load=load,
+               serial=summary(t_ser), taskgraph=summary(t_par),
+               boxed_speedup=statistics.median(t_bser) / statistics.median(t_bpar),
+               boxed_serial=summary(t_bser), boxed_taskgraph=summary(t_bpar))
+
+    # 8: 12-queens, fork-join per row, 2 workers over 1
+    if on("queens"):
+        import inflation
+        with tg.Scheduler(workers=1) as s1, tg.Scheduler(workers=2) as s2:
+            assert s1.compute(inflation.queens()) == s2.compute(inflation.queens()) == 14200
+            (t_ser, t1, t2), load = rounds([lambda: inflation.queens_serial(0, 0, 0),
+                                            lambda: s1.compute(inflation.queens()),
+                                            lambda: s2.compute(inflation.queens())], reps)
+        figure(res, "queens", "12-queens as written (fork-join per row), 2 workers over 1 worker",
+               [a / b for a, b in zip(t1, t2)], "x", 1.8, "higher", floor=1.5, load=load,
+               one_worker=summary(t1), two_workers=summary(t2), serial=summary(t_ser),
+               speedup_over_serial=statistics.median(t_ser) / statistics.median(t2))
 
     env = {"python": sys.version.split()[0], "gil_enabled": tg.gil_enabled(),
-           "machine": platform.machine(), "cpus": tg.usable_cpus(), "quick": q}
+           "machine": platform.machine(), "cpus": tg.usable_cpus(), "quick": q,
+           "rounds": reps, "loadavg": os.getloadavg()}
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"env": env, "figures": res}, f, indent=1)

@@ -158,6 +158,19 @@ tg_status tg_deque_pop(tg_deque *d, uint64_t *out) {
     return TG_OK;
 }
 
+tg_status tg_deque_pop_alone(tg_deque *d, uint64_t *out) {
+    /* Relaxed throughout: no other thread writes top, bottom or the slots of this deque (the
+     * caller's promise); the relaxed accesses only keep the fields atomic for the readers of
+     * tg_deque_size / tg_deque_look, which take them as hints. */
+    int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+    int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
+    if (b <= t) return TG_EMPTY;
+    tg_buffer *a = atomic_load_explicit(&d->buf, memory_order_relaxed); /* owner wrote it */
+    *out = atomic_load_explicit(&a->slots[(b - 1) & a->mask], memory_order_relaxed);
+    atomic_store_explicit(&d->bottom, b - 1, memory_order_relaxed);
+    return TG_OK;
+}
+
 /* The single-item steal. *avail (if not NULL) receives bottom - top as read by this steal
  * (how many items the deque held, this one included), when TG_OK. */
 static tg_status steal_one(tg_deque *d, uint64_t *out, int64_t *avail) {

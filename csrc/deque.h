@@ -29,6 +29,9 @@ void tg_deque_free(tg_deque *d);
 int tg_deque_push(tg_deque *d, uint64_t item);
 /* Owner only: takes the most recently pushed item (LIFO). TG_OK or TG_EMPTY. */
 tg_status tg_deque_pop(tg_deque *d, uint64_t *out);
+/* Owner only, of a deque nobody steals from (the pool of one worker): pop without the fence
+ * and the CAS that only thieves need. TG_OK or TG_EMPTY. */
+tg_status tg_deque_pop_alone(tg_deque *d, uint64_t *out);
 /* Any thread: takes the oldest item (FIFO). TG_OK, TG_EMPTY or TG_RETRY. */
 tg_status tg_deque_steal(tg_deque *d, uint64_t *out);
 /* Any thread: steal-half. Takes the oldest item and, behind it, up to half of what the deque

@@ -42,6 +42,17 @@ int tg_task_claim(tg_task *t, tg_run *run) { return claim(t, run, 0); }
 
 int tg_task_claim_child(tg_task *t, tg_run *run) { return claim(t, run, 1); }
 
+void tg_task_claim_fresh_child(tg_task *t, tg_run *run) {
+    /* Relaxed stores: nobody else can see the task (the caller's promise) until the push that
+     * publishes it (release store of the deque's bottom) orders them for the runner. deps is
+     * 0: claimed and released at once, with no dependency. */
+    atomic_store_explicit(&t->run, run, memory_order_relaxed);
+    t->worker = -1;
+    t->covered = 1;
+    atomic_store_explicit(&t->deps, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->state, TG_READY, memory_order_relaxed);
+}
+
 int tg_task_claim_inline(tg_task *t) {
     int expect = TG_NEW;
     /* acq_rel CAS: as in tg_task_claim, one claimer wins. */

@@ -95,6 +95,10 @@ int tg_task_claim(tg_task *t, tg_run *run);
  * covered in turn, stays unfinished until this one has finished (its parent, which syncs its
  * children before it finishes), or else holds the run (tg_run_hold) until then. */
 int tg_task_claim_child(tg_task *t, tg_run *run);
+/* tg_task_claim_child and tg_task_release_hold in one, for a NEW task the caller has just made
+ * and no other thread can reach yet: plain stores, no read-modify-write (the push that
+ * publishes the task orders them for its runner). The task is READY. */
+void tg_task_claim_fresh_child(tg_task *t, tg_run *run);
 /* Claims a NEW task to be run at once by the caller, outside any pool (serial elision): 1 if
  * claimed (the task is RUNNING), 0 if someone else claimed it. Finish it with
  * tg_task_finish; its run is NULL, so no run's live count is involved. */

@@ -149,6 +149,12 @@ tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n) {
     return TG_PUSH_QUEUED;
 }
 
+/* After a worker pushed onto its own deque: tells the sleepers (sleep.md, rule 1). A pool of
+ * one worker has nobody to tell: its only worker is the pusher, awake. */
+static inline void notify_pushed(tg_pool *p) {
+    if (p->n > 1) tg_sleep_notify(&p->sl);
+}
+
 /* How many tasks worker w may take in a batch (1..most): what fits in its ring without growing
  * (keep_rest cannot fail; nobody else holds those tasks). Only w pushes there: it only grows. */
 static int64_t room(tg_pool *p, int w, int64_t most) {
@@ -161,7 +167,7 @@ static int64_t room(tg_pool *p, int w, int64_t most) {
 static void keep_rest(tg_pool *p, int w, const uint64_t *items, int64_t n) {
     for (int64_t i = 1; i < n; i++)
         if (tg_deque_push(p->w[w].dq, items[i]) != 0) abort();
-    if (n > 1) tg_sleep_notify(&p->sl);
+    if (n > 1) notify_pushed(p);
 }
 
 /* Takes up to a batch from the injector for worker w (a share of what is queued, at most
@@ -200,7 +206,7 @@ static int work_visible(tg_pool *p, int w) {
 /* Pushes a ready task onto worker w's own deque and tells the sleepers. */
 static tg_push push_local(tg_pool *p, int w, tg_task *t) {
     if (tg_deque_push(p->w[w].dq, (uint64_t)(uintptr_t)t) != 0) return TG_PUSH_NOMEM;
-    tg_sleep_notify(&p->sl);
+    notify_pushed(p);
     return TG_PUSH_QUEUED;
 }
 
@@ -208,6 +214,12 @@ tg_push tg_pool_spawn(tg_pool *p, int w, tg_task *t, tg_run *run) {
     if (!tg_task_claim_child(t, run)) return TG_PUSH_TAKEN;
     stat_inc(&p->w[w], TG_STAT_SPAWNED);
     tg_task_release_hold(t); /* no dependencies: always ready */
+    return push_local(p, w, t);
+}
+
+tg_push tg_pool_spawn_fresh(tg_pool *p, int w, tg_task *t, tg_run *run) {
+    tg_task_claim_fresh_child(t, run);
+    stat_inc(&p->w[w], TG_STAT_SPAWNED);
     return push_local(p, w, t);
 }
 
@@ -256,14 +268,16 @@ int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refu
     tg_run *trun = tg_task_run(t);
     tg_pool *tp = trun ? trun->pool : NULL; /* read before the finish publishes t */
     int ended = tg_task_finish(t, final, on_ready, &c);
-    if (c.pushed) tg_sleep_notify(&p->sl);
+    if (c.pushed) notify_pushed(p);
     if (c.refused) { /* append to the caller's list (never NULL: see pool.h) */
         tg_task **tail = refused;
         while (*tail) tail = &(*tail)->link;
         *tail = c.refused;
     }
-    /* Rule 2 (sleep.md): t's final state is stored; wake whoever sleeps in a join for it. */
-    if (tp) tg_sleep_wake_joiners(&tp->sl, t);
+    /* Rule 2 (sleep.md): t's final state is stored; wake whoever sleeps in a join for it.
+     * Only a pool's workers register as joiners: in a pool of one worker finishing its own
+     * task, that worker is awake. */
+    if (tp && !(tp == p && w >= 0 && p->n == 1)) tg_sleep_wake_joiners(&tp->sl, t);
     return ended;
 }
 
@@ -556,7 +570,9 @@ static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int how, tg_task *
 tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ctx, tg_task **out) {
     uint64_t item;
     if (awaited && finished(awaited)) return TG_FIND_JOINED;
-    if (tg_deque_pop(p->w[w].dq, &item) == TG_OK) return hand_out(p, w, item, 0, out);
+    /* A pool of one worker has no thief: its pop needs neither fence nor CAS. */
+    if ((p->n == 1 ? tg_deque_pop_alone(p->w[w].dq, &item) : tg_deque_pop(p->w[w].dq, &item)) == TG_OK)
+        return hand_out(p, w, item, 0, out);
     if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
     if (!awaited && p->w[w].stole_from >= 0) learn(p, w, tg_now_ns());
     p->idle_begin(idle_ctx);

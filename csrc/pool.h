@@ -85,6 +85,10 @@ void tg_pool_set_park_probe(tg_pool *p, void (*probe)(void *ctx, int w), void *c
  * worker w's own deque. Only from worker w's thread. TG_PUSH_QUEUED, TG_PUSH_TAKEN (claimed
  * already) or TG_PUSH_NOMEM (claimed, ready, not queued). */
 tg_push tg_pool_spawn(tg_pool *p, int w, tg_task *t, tg_run *run);
+/* tg_pool_spawn for a NEW task the caller has just made and that no other thread can reach yet
+ * (tg_task_claim_fresh_child: no read-modify-write): TG_PUSH_QUEUED or TG_PUSH_NOMEM (claimed,
+ * ready, not queued). Only from worker w's thread. */
+tg_push tg_pool_spawn_fresh(tg_pool *p, int w, tg_task *t, tg_run *run);
 /* Drops the hold of a claimed task (after its tg_task_depend calls); if that makes it ready,
  * pushes it onto worker w's own deque (only from worker w's thread). */
 tg_push tg_pool_release(tg_pool *p, int w, tg_task *t);

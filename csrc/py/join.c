@@ -26,7 +26,7 @@ int tg_spawn(Runner *W, NodeObject *n) {
         tg_task_release_hold(&n->t);
         r = TG_PUSH_NOMEM;
     } else {
-        r = tg_pool_spawn(W->pool, W->index, &n->t, prun);
+        r = tg_pool_spawn_fresh(W->pool, W->index, &n->t, prun); /* made just now: ours alone */
     }
     if (r != TG_PUSH_QUEUED) {
         if (r != TG_PUSH_NOMEM) Py_FatalError("taskgraph: a new node was claimed twice"); /* invariant */

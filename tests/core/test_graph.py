@@ -47,6 +47,21 @@ def test_a_covered_child_leaves_its_runs_live_count_alone(ffi, lib, on_ready):
     assert lib.tg_run_live(run) == 0
 
 
+def test_a_fresh_child_is_claimed_ready_and_covered_without_read_modify_writes(ffi, lib, on_ready):
+    """tg_task_claim_fresh_child (a task its maker has just made, tg_pool_spawn_fresh): the
+    same outcome as tg_task_claim_child followed by tg_task_release_hold."""
+    run = ffi.new("tg_run *")
+    parent, kid = ffi.new("tg_task *"), ffi.new("tg_task *")
+    assert lib.tg_task_claim(parent, run) == 1
+    lib.tg_task_claim_fresh_child(kid, run)
+    assert lib.tg_task_state(kid) == lib.TG_READY and lib.tg_task_run(kid) == run
+    assert lib.tg_run_live(run) == 1  # covered: not counted
+    assert lib.tg_task_claim_child(kid, run) == 0  # claimed: nobody else can claim it
+    assert lib.tg_task_start(kid) == 1
+    assert lib.tg_task_finish(kid, lib.TG_DONE, lib.tgtest_ready, ffi.NULL) == 0
+    assert lib.tg_run_live(run) == 1
+
+
 def test_finishing_a_predecessor_releases_its_successor_once(ffi, lib, on_ready):
     run = ffi.new("tg_run *")
     a, b = ffi.new("tg_task *"), ffi.new("tg_task *")
