@@ -137,11 +137,13 @@ bench: bench-deps
 	@$(PY) benchmarks/reliability.py --out benchmarks/results/reliability.json
 	@$(PY) benchmarks/memory.py --out benchmarks/results/memory.json
 	@$(PY) benchmarks/map_fanout.py --out benchmarks/results/map_fanout.json
+	@$(PY) benchmarks/shapes.py --out benchmarks/results/shapes.json
 	@$(PY) benchmarks/predict.py --out benchmarks/results/predict.json
 	@$(PY) benchmarks/inflation.py --out benchmarks/results/inflation.json
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
 	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
-	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json
+	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json \
+	  --shapes benchmarks/results/shapes.json
 
 bench-quick: bench-deps
 	@mkdir -p build/bench-quick
@@ -152,6 +154,7 @@ bench-quick: bench-deps
 	@$(PY) benchmarks/reliability.py --quick --out build/bench-quick/reliability.json
 	@$(PY) benchmarks/memory.py --quick --out build/bench-quick/memory.json
 	@$(PY) benchmarks/map_fanout.py --quick --out build/bench-quick/map_fanout.json
+	@$(PY) benchmarks/shapes.py --quick --out build/bench-quick/shapes.json
 	@$(PY) benchmarks/predict.py --quick --out build/bench-quick/predict.json
 	@$(PY) benchmarks/inflation.py --quick --out build/bench-quick/inflation.json
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"

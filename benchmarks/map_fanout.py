@@ -98,7 +98,7 @@ def stats_delta(s, before):
 
 def judged(values, target, better, floor=None, load=None):
     word, det = verdict(values, target, better, floor=floor, load=load)
-    return {"verdict": word, **det}
+    return {"verdict": word, "values": list(values), **det}
 
 
 def report(name, res, key, unit=""):

@@ -100,6 +100,7 @@ def figure(results, key, label, values, unit, target, better, floor=None, load=N
     results.append({"key": key, "label": label, "value": s["median"], "unit": unit,
                     "target": target, "floor": floor, "aim": aim, "better": better,
                     "met": word == "met", "verdict": word, "summary": s, "worst": det["worst"],
+                    "values": list(values),
                     "load": load or {}, **details})
     op = "<=" if better == "lower" else ">="
     fl = f", floor {floor}" if floor is not None else ""

@@ -3,6 +3,7 @@ of docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.pn
 
     python benchmarks/report.py --suite FT.json [--gil GIL.json] [--per-task PT.json]
                                 [--instructions INSTR.json] [--dask DASK.json] [--map MAP.json]
+                                [--shapes SHAPES.json]
 
 Needs matplotlib for the plot (the `plot` extra; `make bench` installs it in .venv-gil, since
 matplotlib does not build on CPython 3.13t). Without it the tables are still written.
@@ -176,22 +177,43 @@ def headline(doc, pt):
     return "\n".join(h)
 
 
+def spread(s, fmt="{:.3g}"):
+    """median [min-max] of a _common.summary dict."""
+    return f"{fmt.format(s['median'])} [{fmt.format(s['min'])}-{fmt.format(s['max'])}]"
+
+
+def load_cell(load):
+    if not load or "others_share" not in load:
+        return "n/a"
+    return f"{load['idle_share'] * 100:.0f}% / {load['others_share'] * 100:.0f}%"
+
+
+def verdict_cell(word):
+    return {"met": "met", "missed": "**missed**"}.get(word, f"*{word}*")
+
+
 def per_task_table(pt):
     env = pt["env"]
     lines = ["### Per-task targets (benchmarks/per_task.py)", "",
              f"Python {env['python']}, GIL enabled: {env['gil_enabled']}, {env['cpus']} CPUs"
-             f"{' (quick sizes)' if env['quick'] else ''}. Each comparison is of alternating runs "
-             "in one process (medians).", "",
-             "| figure | measured | must reach | aim | |", "|---|---|---|---|---|"]
+             f"{' (quick sizes)' if env['quick'] else ''}. Each figure is the median of "
+             f"{env.get('rounds', 'several')} alternated rounds, with the min and max of the rounds; "
+             "a target is met when the median and the worst round (or its floor) hold, on an "
+             "idle machine. Idle / others: the machine's idle CPU share and the share other "
+             "programs used while the figure was measured.", "",
+             "| figure | median [min-max] | spread | target | floor | idle / others | |",
+             "|---|---|---|---|---|---|---|"]
     for f in pt["figures"]:
         op = "<=" if f["better"] == "lower" else ">="
         unit = f" {f['unit']}" if f["unit"] else ""
-        verdict = "met" if f["met"] else "**missed**"
-        aim = f["value"] <= f["aim"] if f["better"] == "lower" else f["value"] >= f["aim"]
-        if f["met"] and aim:
-            verdict = "met, aim reached"
-        lines.append(f"| {f['label']} | **{f['value']:.3g}{unit}** | {op} {f['target']} | {op} "
-                     f"{f['aim']} | {verdict} |")
+        if "summary" in f:
+            s = f["summary"]
+            lines.append(f"| {f['label']} | **{spread(s)}{unit}** | {s['spread'] * 100:.0f}% | "
+                         f"{op} {f['target']} | {op + ' ' + str(f['floor']) if f.get('floor') is not None else ''} | "
+                         f"{load_cell(f.get('load'))} | {verdict_cell(f['verdict'])} |")
+        else:  # results written before the harness kept the rounds
+            lines.append(f"| {f['label']} | **{f['value']:.3g}{unit}** | | {op} {f['target']} | | | "
+                         f"{'met' if f['met'] else '**missed**'} |")
     extra = {f["key"]: f for f in pt["figures"]}
     if "trivial_vs_tpe" in extra:
         u = extra["trivial_vs_tpe"]["us_per_task"]
@@ -205,6 +227,9 @@ def per_task_table(pt):
                   f"(serial {q['boxed_serial']['median']:.2f} s, taskgraph "
                   f"{q['boxed_taskgraph']['median']:.2f} s), against {q['value']:.2f} with "
                   "array('d') (docs/performance.md explains the difference)."]
+    if "queens" in extra and "speedup_over_serial" in extra["queens"]:
+        lines += ["", f"12-queens on 2 workers against the same search run serially: "
+                  f"{extra['queens']['speedup_over_serial']:.2f}x."]
     return "\n".join(lines)
 
 
@@ -254,35 +279,106 @@ def dask_table(dk):
 
 def map_table(mp):
     """The flat fan-out and tg.map figures (benchmarks/map_fanout.py)."""
+    if "ratio_2w_over_1w_judged" not in mp["fanout_trivial"]:
+        return "### Flat fan-outs and tg.map\n\n(results from before the harness: rerun map_fanout.py)"
     ft, fb, mt, m20 = mp["fanout_trivial"], mp["fanout_50us"], mp["map_trivial"], mp["map_20us"]
-    us = lambda r: f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"  # noqa: E731
     crit = lambda r: f"{r['speedup_2w_cpu_critical']:.2f}x" if r.get("speedup_2w_cpu_critical") else "n/a"  # noqa: E731
-    load = ", ".join(f"{x:.1f}" for x in mp.get("loadavg_start", ()))
+
+    def row(label, r, key, unit=""):
+        j = r[key + "_judged"]
+        op = "<=" if j["better"] == "lower" else ">="
+        return (f"| {label} | **{spread(r[key])}{unit}** | {r[key]['spread'] * 100:.0f}% | {op} {j['target']} | "
+                f"{load_cell(r.get('load'))} | {verdict_cell(j['verdict'])} |")
+
     lines = ["### Flat fan-outs and tg.map (benchmarks/map_fanout.py)", "",
-             f"Medians of {ft['us_per_child_1w']['runs']} alternated runs (min-max); load average "
-             f"at the start: {load or 'not recorded'}. CPU is the process CPU time (both workers "
-             "and the caller).", "",
-             "| figure | 1 worker | 2 workers | target |", "|---|---|---|---|",
-             f"| {ft['children']:,} trivial children, wall us per child | {us(ft['us_per_child_1w'])} | "
-             f"{us(ft['us_per_child_2w'])} | 2w <= 1w |",
-             f"| the same, CPU us per child | {us(ft['cpu_us_per_child_1w'])} | "
-             f"{us(ft['cpu_us_per_child_2w'])} | |",
-             f"| the same, CPU-critical speed-up (>= 1: 2w costs no more per child) | | {crit(ft)} | >= 1 |",
-             f"| {fb['children']:,} children of ~50 us, wall | {fmt_t(fb['t_1w'])} | {fmt_t(fb['t_2w'])} "
-             f"({fb['speedup_2w']:.2f}x) | >= 1.8x |",
-             f"| the same, CPU-critical speed-up | | {crit(fb)} | >= 1.8x |", "",
-             f"Steal counters of the 2-worker fan-out, per run: {ft['stolen_per_run_2w']:,.0f} tasks "
-             f"stolen in {ft['steal_attempts_per_run_2w']:,.0f} steal attempts; tasks run per worker "
-             + " / ".join(f"{x:,.0f}" for x in ft["tasks_run_per_worker_per_run_2w"]) + ".", "",
-             "| tg.map, 2 workers | items | serial | tg.map | speed-up (CPU-critical) | "
-             "ThreadPoolExecutor.map | joblib (threading) | dask.bag.map | target |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for label, r, target in (("trivial items", mt, "no slower"), ("~20 us items", m20, ">= 1.6x")):
-        peer = lambda k: f"{r[k]['us_per_item']:.2f} us/item" if k in r else "n/a"  # noqa: E731, B023
-        lines.append(f"| {label} | {r['items']:,} | {fmt_t(r['serial'])} | {fmt_t(r['tg.map'])} | "
-                     f"{r['speedup_2w']:.2f}x ({crit(r)}) | {peer('threadpool.map')} | {peer('joblib-threads')} | "
-                     f"{peer('dask.bag.map')} | {target} |")
+             f"{mp.get('runs', '?')} alternated rounds per figure; median [min-max] of the per-round "
+             "ratios; idle / others as above. CPU-critical: the same from the worker threads' "
+             "CPU times (what two free cores would give).", "",
+             "| figure | median [min-max] | spread | target | idle / others | |",
+             "|---|---|---|---|---|---|",
+             row(f"{ft['children']:,} trivial children, time per child, 2 workers over 1", ft, "ratio_2w_over_1w"),
+             row(f"{fb['children']:,} children of ~50 us, speed-up of 2 workers over 1", fb, "speedup_2w", "x")]
+    for kind, r in mt.items():
+        if kind.startswith("peer "):
+            continue
+        lines.append(row(f"tg.map over a {kind} of {r['items']:,} trivial items, time over the "
+                         "list comprehension's", r, "ratio_map_over_comprehension"))
+    lines.append(row(f"tg.map over {m20['items']:,} items of ~20 us, speed-up over the serial loop",
+                     m20, "speedup_2w", "x"))
+    lines += ["", f"The fan-out's 2-worker runs: {ft['steal_attempts_per_run_2w']:,.0f} steal attempts, "
+              f"{ft.get('looks_per_run_2w', 0):,.0f} looks and {ft['stolen_per_run_2w']:,.0f} tasks stolen "
+              f"per run (CPU-critical ratio {crit(ft)}); the ~50 us fan-out's CPU-critical speed-up "
+              f"{crit(fb)}; tg.map over the range, CPU-critical {crit(mt.get('range', {}))}; over ~20 us "
+              f"items {crit(m20)}.", "",
+             "Peers per item, 2 threads: " + "; ".join(
+                 f"{name[5:]} {r['us_per_item']:.2f} us (trivial)" for name, r in mt.items() if name.startswith("peer "))
+             + "; " + "; ".join(f"{name[5:]} {r['us_per_item']:.2f} us (~20 us items)"
+                                 for name, r in m20.items() if name.startswith("peer ")) + "."]
     return "\n".join(lines)
+
+
+def shapes_table(sh):
+    """benchmarks/shapes.py: the adversarial shapes, P workers against 1."""
+    rows = [(k, v) for k, v in sh.items() if isinstance(v, dict) and "ratio_pw_over_1w" in v]
+    if not rows:
+        return ""
+    p = rows[0][1]["workers"]
+    lines = [f"### Shapes that must not lose to one worker (benchmarks/shapes.py)", "",
+             f"Each shape on 1 and on {p} workers, {sh.get('runs', '?')} alternated rounds: the "
+             f"{p}-worker time over the 1-worker time per round (target <= 1 in the median and every "
+             "round), the steal counters per run, and the busiest worker's CPU time against the "
+             "1-worker run's (CPU-critical).", "",
+             f"| shape | 1 worker, us per task | {p}w / 1w, median [min-max] | CPU-critical | steal attempts / looks / stolen per run | idle / others | |",
+             "|---|---|---|---|---|---|---|"]
+    for _, r in rows:
+        c = r.get("cpu_critical_ratio")
+        lines.append(f"| {r['description']} | {spread(r['us_per_task_1w'])} | **{spread(r['ratio_pw_over_1w'])}** | "
+                     f"{spread(c) if c else 'n/a'} | {r['steal_attempts_per_run']:,.0f} / "
+                     f"{r.get('looks_per_run', 0):,.0f} / {r['stolen_per_run']:,.0f} | {load_cell(r.get('load'))} | "
+                     f"{verdict_cell(r['verdict'])} |")
+    return "\n".join(lines)
+
+
+def targets_plot(pt, mp):
+    """docs/img/targets.png: every target's rounds, scaled so that 1 is the target (above 1:
+    better), with the median, and the floor where there is one."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    items = []
+    for f in (pt or {}).get("figures", []):
+        if "values" in f:
+            items.append((f["label"], f["values"], f["target"], f.get("floor"), f["better"]))
+    if mp and "ratio_2w_over_1w_judged" in mp.get("fanout_trivial", {}):
+        for label, j in (("flat fan-out, 2w over 1w per child", mp["fanout_trivial"]["ratio_2w_over_1w_judged"]),
+                         ("tg.map over a range, over the comprehension",
+                          mp["map_trivial"]["range"]["ratio_map_over_comprehension_judged"]),
+                         ("tg.map over ~20 us items, speed-up", mp["map_20us"]["speedup_2w_judged"])):
+            if j.get("values"):
+                items.append((label, j["values"], j["target"], j.get("floor"), j["better"]))
+    if not items:
+        return False
+    norm = lambda v, t, b: (v / t) if b == "higher" else (t / v if v else 0)  # noqa: E731
+    fig, ax = plt.subplots(figsize=(12, 0.45 * len(items) + 1.4))
+    for i, (label, vals, t, fl, b) in enumerate(items):
+        xs = [norm(v, t, b) for v in vals]
+        ax.scatter(xs, [i] * len(xs), s=14, color="#7f8c8d", zorder=2)
+        med = sorted(xs)[len(xs) // 2]
+        ax.scatter([med], [i], marker="|", s=300, color="#c0392b", zorder=3)
+        if fl is not None:
+            ax.scatter([norm(fl, t, b)], [i], marker="x", color="#2c3e50", zorder=3)
+    ax.axvline(1.0, color="#27ae60", linestyle="--")
+    ax.set_yticks(range(len(items)))
+    ax.set_yticklabels([x[0] if len(x[0]) <= 62 else x[0][:60] + "..." for x in items], fontsize=7)
+    ax.set_xlabel("per round, relative to the target (1 = the target; right of it: met; x: the floor)")
+    ax.set_title("targets: every round (grey), median (red)")
+    fig.tight_layout()
+    fig.subplots_adjust(left=0.36)
+    fig.savefig(os.path.join(ROOT, "docs", "img", "targets.png"), dpi=90)
+    return True
 
 
 def plot(doc):
@@ -333,12 +429,13 @@ def main(argv=None):
     ap.add_argument("--instructions")
     ap.add_argument("--dask")
     ap.add_argument("--map")
+    ap.add_argument("--shapes")
     a = ap.parse_args(argv)
     read = lambda p: json.load(open(p)) if p and os.path.exists(p) else None  # noqa: E731
     doc, gil, pt, ins = read(a.suite), read(a.gil), read(a.per_task), read(a.instructions)
-    dk, mp = read(a.dask), read(a.map)
+    dk, mp, sh = read(a.dask), read(a.map), read(a.shapes)
     merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins,
-              "dask": dk, "map_fanout": mp}
+              "dask": dk, "map_fanout": mp, "shapes": sh}
     os.makedirs(os.path.dirname(LATEST), exist_ok=True)
     with open(LATEST, "w") as f:
         json.dump(merged, f, indent=1)
@@ -353,12 +450,16 @@ def main(argv=None):
            if plot(doc) else "", ""]
     if pt:
         gen += [per_task_table(pt), ""]
+    if targets_plot(pt, mp):
+        gen += ["![every round of every target, relative to the target](img/targets.png)", ""]
     if ins:
         gen += [instructions_table(ins), ""]
     if dk:
         gen += [dask_table(dk), ""]
     if mp:
         gen += [map_table(mp), ""]
+    if sh:
+        gen += [shapes_table(sh), ""]
     gen += [tables(doc, gil), END]
     text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     i, j = text.index(BEGIN), text.index(END) + len(END)

@@ -148,6 +148,7 @@ def measure(name, make, tasks, desc, s1, sp, runs):
     d = [{key: a[key] - b[key] for key in a if key != "worker"} for a, b in zip(after, before)]
     ratios = [b / a for a, b in zip(t1, tp)]
     word, det = verdict(ratios, 1.0, "lower", load=load)
+    det["values"] = ratios
     res = {"description": desc, "tasks": tasks, "workers": sp.workers,
            "us_per_task_1w": summary([t / tasks * 1e6 for t in t1]),
            "us_per_task_pw": summary([t / tasks * 1e6 for t in tp]),
@@ -157,11 +158,13 @@ def measure(name, make, tasks, desc, s1, sp, runs):
            "steal_attempts_per_run": sum(w["steal_attempts"] for w in d) / runs,
            "stolen_per_run": sum(w["stolen"] for w in d) / runs,
            "parks_per_run": sum(w["parks"] for w in d) / runs,
+           "looks_per_run": sum(w.get("looks", 0) for w in d) / runs,
            "tasks_run_share": [w["tasks_run"] / max(1, sum(x["tasks_run"] for x in d)) for w in d]}
     print(f"{name}: {desc}\n    1 worker {spread_text(res['us_per_task_1w'], unit=' us/task')}\n"
           f"    {sp.workers} workers {spread_text(res['us_per_task_pw'], unit=' us/task')}\n"
           f"    {sp.workers}w / 1w per run {spread_text(res['ratio_pw_over_1w'])}: {word}; "
-          f"steal attempts {res['steal_attempts_per_run']:.0f}, stolen {res['stolen_per_run']:.0f}, "
+          f"steal attempts {res['steal_attempts_per_run']:.0f}, looks {res['looks_per_run']:.0f}, "
+          f"stolen {res['stolen_per_run']:.0f}, "
           f"parks {res['parks_per_run']:.0f} per run; {load_text(load)}"
           + (f"\n    busiest worker's CPU, {sp.workers}w / 1w: {spread_text(res['cpu_critical_ratio'])}"
              if res["cpu_critical_ratio"] else ""), flush=True)
