@@ -57,7 +57,7 @@ def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=
     re-raises within about half a second. A timeout raises TimeoutError; with
     cancel_on_timeout (compute's deadline) it first cancels what has not started, else
     (result(timeout)) the work goes on."""
-    pending = [n for n in nodes if not n.done()]
+    pending = core.not_done(nodes)  # [n for n in nodes if not n.done()], in one C loop
     if not pending:
         return None
     if after_fork:
@@ -80,9 +80,8 @@ def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=
         if bar is not None:
             bar.close()
     deadline = None if timeout is None else time.monotonic() + timeout
-    for n in pending:  # nodes claimed by another run (a concurrent compute) are awaited here
-        if not n.done():
-            n.exception(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    for n in core.not_done(pending):  # claimed by another run (a concurrent compute): awaited
+        n.exception(None if deadline is None else max(0.0, deadline - time.monotonic()))
     return run
 
 
@@ -117,10 +116,6 @@ def raise_first_error(nodes, root):
     the node's own exception. Marks every node's outcome as observed. Like ``result()``, it
     raises a copy of the stored exception (``core.exception_copy``): each caller's traceback
     is its own and the stored one never grows."""
-    first = None
-    for n in nodes:
-        exc = n.exception()
-        if exc is not None and first is None:
-            first = exc
+    first = core.first_error(nodes)  # n.exception() of each, in one C loop
     if first is not None:
         raise core.exception_copy(root if root is not None else first)

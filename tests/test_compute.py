@@ -140,3 +140,32 @@ def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
         with pytest.raises(tg.CancelledError, match="KeyboardInterrupt"):
             next(n for n in nodes if n.state == "cancelled").result()
         assert s.compute(slow(-1)) == -1  # still usable
+
+
+def test_the_compute_loops_over_nodes_in_c_keep_exceptions_semantics():
+    """core.not_done / core.first_error (runs.py's per-node loops, in C): the unfinished nodes
+    in order; the first exception in order, every outcome marked seen; bad input refused."""
+    import taskgraph as tg
+    from taskgraph._native import core
+
+    @tg.task
+    def ok(x):
+        return x
+
+    @tg.task
+    def bad(x):
+        raise KeyError(x)
+
+    a, b, c, d = ok(1), bad(2), bad(3), ok(4)
+    assert core.not_done([a, b, c, d]) == [a, b, c, d]
+    with tg.Scheduler(1) as s:
+        with pytest.raises(KeyError):
+            s.compute([a, b, c])
+    assert core.not_done([a, b, c, d]) == [d]
+    first = core.first_error([a, b, c])  # b's, whichever of b and c failed first
+    assert first is not None and first is b.exception() and c.exception() is not None
+    assert core.first_error([a]) is None
+    with pytest.raises(TypeError):
+        core.first_error([a, 5])
+    with pytest.raises(TypeError):
+        core.not_done((a,))

@@ -251,22 +251,27 @@ PyObject *tg_scan_slow(PyObject *const *args, Py_ssize_t n, PyObject *who) {
             if (dup) Py_DECREF(w.found.items[a]);
             else w.found.items[m++] = w.found.items[a];
         }
-    } else {
-        PyObject *seen = PySet_New(NULL);
-        if (!seen) goto done;
+    } else { /* an open-addressing set of the pointers (Nodes hash by identity) */
+        size_t cap = 64;
+        while (cap < (size_t)w.found.n * 2) cap <<= 1;
+        PyObject **slot = PyMem_Calloc(cap, sizeof(PyObject *));
+        if (!slot) {
+            PyErr_NoMemory();
+            goto done;
+        }
         for (Py_ssize_t a = 0; a < w.found.n; a++) {
             PyObject *x = w.found.items[a];
-            int dup = PySet_Contains(seen, x);
-            if (dup < 0 || (!dup && PySet_Add(seen, x) < 0)) {
-                Py_DECREF(seen);
-                for (Py_ssize_t b = a; b < w.found.n; b++) w.found.items[m++] = w.found.items[b];
-                w.found.n = m;
-                goto done;
+            size_t h = ((uintptr_t)x >> 4) * 0x9e3779b97f4a7c15ULL;
+            size_t i = (h >> 20) & (cap - 1);
+            while (slot[i] && slot[i] != x) i = (i + 1) & (cap - 1);
+            if (slot[i]) {
+                Py_DECREF(x); /* seen before */
+            } else {
+                slot[i] = x;
+                w.found.items[m++] = x;
             }
-            if (dup) Py_DECREF(x);
-            else w.found.items[m++] = x;
         }
-        Py_DECREF(seen);
+        PyMem_Free(slot);
     }
     w.found.n = m;
     out = PyTuple_New(m);

@@ -49,6 +49,24 @@ static PyObject *scan(PyObject *mod, PyObject *obj) {
     return out;
 }
 
+static PyObject *first_error(PyObject *mod, PyObject *nodes) {
+    (void)mod;
+    if (!PyList_CheckExact(nodes)) {
+        PyErr_SetString(PyExc_TypeError, "first_error() takes a list of Nodes");
+        return NULL;
+    }
+    return tg_nodes_first_error(nodes);
+}
+
+static PyObject *not_done(PyObject *mod, PyObject *nodes) {
+    (void)mod;
+    if (!PyList_CheckExact(nodes)) {
+        PyErr_SetString(PyExc_TypeError, "not_done() takes a list of Nodes");
+        return NULL;
+    }
+    return tg_nodes_not_done(nodes);
+}
+
 static PyObject *substitute(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *obj, *who = NULL;
@@ -295,6 +313,12 @@ static PyMethodDef methods[] = {
     {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Registers the exception classes and the Python functions the C code calls back."},
     {"scan", scan, METH_O, "scan(obj) -> list of the Nodes inside obj (nested structures)."},
+    {"not_done", not_done, METH_O,
+     "not_done(nodes) -> the list's nodes that have not finished: [n for n in nodes if not "
+     "n.done()] without a Python call per node."},
+    {"first_error", first_error, METH_O,
+     "first_error(nodes) -> the first exception of the list's nodes, in order, or None: "
+     "[n.exception() for n in nodes] without a Python call per node."},
     {"map_into", (PyCFunction)(void (*)(void))tg_map_into, METH_FASTCALL,
      "map_into(fn, src, src_start, out, out_start, count, star) -> (done, error): tg.map's "
      "per-item loop (csrc/py/mapblock.h)."},

@@ -269,6 +269,52 @@ static PyObject *node_add_done_callback(NodeObject *n, PyObject *fn) {
     return r;
 }
 
+PyObject *tg_nodes_first_error(PyObject *nodes) {
+    PyObject *first = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *x = PyList_GetItemRef(nodes, i); /* the caller's list: a strong reference */
+        if (!x) return NULL;
+        PyObject *exc = NULL;
+        if (Py_TYPE(x) != &TG_NodeType) {
+            PyErr_SetString(PyExc_TypeError, "first_error() takes a list of Nodes");
+            Py_DECREF(x);
+            Py_XDECREF(first);
+            return NULL;
+        }
+        NodeObject *n = (NodeObject *)x;
+        if (tg_task_state(&n->t) < TG_DONE) { /* not finished: exception()'s own wait */
+            exc = node_exception(n, NULL, 0, NULL);
+        } else { /* node_exception without the call: seen, forgotten, its exception */
+            atomic_store_explicit(&n->seen, 1, memory_order_relaxed); /* see tg_node_outcome */
+            forget_read_kid(n);
+            exc = tg_task_state(&n->t) == TG_DONE ? Py_NewRef(Py_None) : Py_NewRef(n->value);
+        }
+        Py_DECREF(x);
+        if (!exc) {
+            Py_XDECREF(first);
+            return NULL;
+        }
+        if (exc != Py_None && !first) first = exc;
+        else Py_DECREF(exc);
+    }
+    return first ? first : Py_NewRef(Py_None);
+}
+
+PyObject *tg_nodes_not_done(PyObject *nodes) {
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *x = PyList_GetItemRef(nodes, i); /* the caller's list: a strong reference */
+        if (!x || Py_TYPE(x) != &TG_NodeType) {
+            if (x) PyErr_SetString(PyExc_TypeError, "not_done() takes a list of Nodes");
+            Py_CLEAR(out);
+        } else if (tg_task_state(&((NodeObject *)x)->t) < TG_DONE && PyList_Append(out, x) < 0) {
+            Py_CLEAR(out);
+        }
+        Py_XDECREF(x);
+    }
+    return out;
+}
+
 static PyObject *node_done(NodeObject *n, PyObject *unused) {
     (void)unused;
     return PyBool_FromLong(tg_task_state(&n->t) >= TG_DONE);
