@@ -83,7 +83,7 @@ def run(setup, body, n, tmp):
     subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
                     f"--callgrind-out-file={out}"] + cmd + [script], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
-    totals = {}
+    totals, files = {}, {}
     for part in glob.glob(out + "-*"):  # one file per thread
         ann = subprocess.run(["callgrind_annotate", "--threshold=100", part], capture_output=True,
                              text=True, check=True).stdout
@@ -93,11 +93,14 @@ def run(setup, body, n, tmp):
                 continue
             count = int(m.group(1).replace(",", ""))
             fname, func, obj = m.group(2), m.group(3), m.group(4) or ""
+            mine = re.search(r"csrc/((py/)?[a-z_]+)\.[ch]$", fname)
+            if mine:  # taskgraph's own code, per source file (header inlines go to their file)
+                files[mine.group(1)] = files.get(mine.group(1), 0) + count
             for cat, test in CATEGORIES:
                 if test(fname, func, obj):
                     totals[cat] = totals.get(cat, 0) + count
                     break
-    return totals
+    return totals, files
 
 
 def main(argv=None):
@@ -114,14 +117,20 @@ def main(argv=None):
         for name, (setup, body, desc, per_unit) in WORKLOADS.items():
             if a.only and name not in a.only.split(","):
                 continue
-            small, big = run(setup, body, a.n, tmp), run(setup, body, 2 * a.n, tmp)
+            (small, fs), (big, fb) = run(setup, body, a.n, tmp), run(setup, body, 2 * a.n, tmp)
             tasks = a.n * per_unit
             per = {cat: (big.get(cat, 0) - small.get(cat, 0)) / tasks for cat, _ in CATEGORIES}
             per = {k: v for k, v in per.items() if abs(v) >= 0.5}
-            results[name] = {"description": desc, "per_task": per, "total": sum(per.values())}
+            by_file = {f: (fb.get(f, 0) - fs.get(f, 0)) / tasks for f in set(fs) | set(fb)}
+            by_file = dict(sorted(((k, v) for k, v in by_file.items() if abs(v) >= 0.5),
+                                  key=lambda kv: -kv[1]))
+            results[name] = {"description": desc, "per_task": per, "total": sum(per.values()),
+                             "taskgraph_by_file": by_file}
             print(f"{name}: {desc}: {sum(per.values()):.0f} instructions per task", flush=True)
             for k, v in sorted(per.items(), key=lambda kv: -kv[1]):
                 print(f"    {v:8.0f}  {k}")
+            if by_file:
+                print("    taskgraph's own, per file: " + ", ".join(f"{k} {v:.0f}" for k, v in by_file.items()))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1)
