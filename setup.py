@@ -23,8 +23,8 @@ setup(ext_modules=[Extension(
     include_dirs=["csrc"],
     define_macros=macros,
     depends=sorted(glob.glob("csrc/*.h") + glob.glob("csrc/py/*.h")),
-    extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra",
+    extra_compile_args=["-std=gnu11", "-O2", "-flto", "-fvisibility=hidden", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"] + extra,
-    extra_link_args=[f for f in extra if f.startswith("-fsanitize")],
+    extra_link_args=["-O2", "-flto"] + [f for f in extra if f.startswith("-fsanitize")],
 )])
