@@ -24,11 +24,10 @@
                               * (times gate_k / GATE_MIN behind a gate, up to WATCH_MAX_NS) */
 #define FINE_NS 500          /* a batch that kept its thief busy less than this per task did
                               * not pay for its move: its victim gets a gate */
-#define GATE_MIN 64          /* the first gate, in pushes of the victim; it doubles */
-#define GATE_MAX 4096        /* up to this */
-#define WATCH_MIN_NS 4000    /* a searcher watching held work naps this long (at least: the
-                              * kernel's timer slack makes it ~50 us); it */
-#define WATCH_MAX_NS 256000  /* doubles up to this */
+#define GATE_MIN 64          /* the first gate, in pushes of the victim; doubling to 4096 */
+#define GATE_MAX 4096
+#define WATCH_MIN_NS 4000    /* a watcher of held work naps this long (~50 us: timer slack) */
+#define WATCH_MAX_NS 256000  /* ... doubling up to this */
 
 typedef struct {
     _Alignas(64) tg_deque *dq;
@@ -345,7 +344,6 @@ static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out, 
     return TG_OK;
 }
 
-
 /* What one pass over the other workers' deques found. */
 typedef enum {
     LOOK_NOTHING = 0, /* every other deque was empty */
@@ -357,21 +355,26 @@ typedef enum {
  * a lone task: probably what its owner pops next), has stood still for `still` ns: the same
  * top, bottom and push count since this worker's first look at it. A deque that stands still
  * is not being worked on by its owner (busy elsewhere, or descheduled): its work would wait.
- * One deque is watched at a time (a watch not renewed for 4 * STILL_NS is given up). */
+ * One deque is watched at a time: a watched deque that moved frees the watch, and a watch
+ * older than 4 * WATCH_MAX_NS is given up, so that every held deque gets its turn (the pass
+ * starts at a random victim). */
 static int stood_still(tg_worker *me, int v, int64_t top, int64_t bottom, int64_t pushes, int64_t now,
                        int64_t still) {
-    if (me->seen_v != v || me->seen_top != top || me->seen_bottom != bottom ||
-        me->seen_pushes != pushes) {
-        if (me->seen_v != v && me->seen_v >= 0 && now - me->seen_at < 4 * WATCH_MAX_NS) return 0;
-        me->seen_v = v;
-        me->seen_top = top;
-        me->seen_bottom = bottom;
-        me->seen_pushes = pushes;
-        me->seen_at = now;
-    } else if (now - me->seen_at >= still) {
-        me->seen_v = -1;
-        return 1;
+    if (me->seen_v == v) {
+        if (me->seen_top == top && me->seen_bottom == bottom && me->seen_pushes == pushes) {
+            if (now - me->seen_at < still) return 0;
+            me->seen_v = -1;
+            return 1;
+        }
+        me->seen_v = -1; /* it moved: the watch is free for another held deque */
+        return 0;
     }
+    if (me->seen_v >= 0 && now - me->seen_at < 4 * WATCH_MAX_NS) return 0; /* watching another */
+    me->seen_v = v;
+    me->seen_top = top;
+    me->seen_bottom = bottom;
+    me->seen_pushes = pushes;
+    me->seen_at = now;
     return 0;
 }
 

@@ -123,6 +123,55 @@ static int spawn_join_root(tg_pool *p, int w, job *j) {
     return TG_DONE;
 }
 
+/* Three bodies for "every held deque gets its turn": one worker spawns and joins lone fine
+ * children until told to stop (its deque always holds a fresh lone task), another pushes one
+ * child and waits for someone else to run it (a lone task that stands still). */
+static _Atomic int stop_churn;
+
+static int churner(tg_pool *p, int w, job *j) {
+    (void)j;
+    /* seq_cst: stop_churn is set by the child of the waiter, on another worker. */
+    while (!atomic_load_explicit(&stop_churn, memory_order_seq_cst)) {
+        job kid;
+        memset(&kid, 0, sizeof kid);
+        kid.fn = fine_child;
+        CHECK(tg_pool_spawn(p, w, &kid.t, &run) == TG_PUSH_QUEUED, "spawn");
+        join(p, w, &kid);
+    }
+    return TG_DONE;
+}
+
+static int stopper(tg_pool *p, int w, job *j) {
+    (void)p; (void)w; (void)j;
+    atomic_store_explicit(&stop_churn, 1, memory_order_seq_cst);
+    return TG_DONE;
+}
+
+static int waiter(tg_pool *p, int w, job *j) {
+    (void)j;
+    job kid;
+    memset(&kid, 0, sizeof kid);
+    kid.fn = stopper;
+    CHECK(tg_pool_spawn(p, w, &kid.t, &run) == TG_PUSH_QUEUED, "spawn");
+    while (!atomic_load_explicit(&stop_churn, memory_order_seq_cst)) sched_yield();
+    join(p, w, &kid);
+    return TG_DONE;
+}
+
+static int churn_root(tg_pool *p, int w, job *j) {
+    (void)j;
+    job c, wt;
+    memset(&c, 0, sizeof c);
+    memset(&wt, 0, sizeof wt);
+    c.fn = churner;
+    wt.fn = waiter;
+    CHECK(tg_pool_spawn(p, w, &c.t, &run) == TG_PUSH_QUEUED, "spawn churner");
+    CHECK(tg_pool_spawn(p, w, &wt.t, &run) == TG_PUSH_QUEUED, "spawn waiter");
+    join(p, w, &c); /* the thief hint points this join at the churner's deque first */
+    join(p, w, &wt);
+    return TG_DONE;
+}
+
 /* ------------------------------------------------------------------------- driver */
 
 static void stats_total(tg_pool *p, int nw, int64_t *tot) {
@@ -181,6 +230,21 @@ static void test_held_work_is_never_stranded(void) {
     printf("ok a lone child of a busy worker is taken (%d rounds)\n", rounds * 10);
 }
 
+static void test_every_held_deque_gets_its_turn(void) {
+    /* The churner stops only once the waiter's lone child has run on another worker, while
+     * its own deque keeps moving: a thief must not stay on the moving deque (the watch goes
+     * to whichever held deque stands still). A liveness check: a watch that never moved on
+     * would hang it (the watchdog fails the run). */
+    int rounds = sanitized() ? 5 : 30;
+    for (int r = 0; r < rounds; r++) {
+        int64_t d[TG_NSTATS];
+        atomic_store(&stop_churn, 0);
+        run_root(3, churn_root, 0, d);
+    }
+    printf("ok a lone task that stands still is taken beside a deque that never does "
+           "(%d rounds, 3 workers)\n", rounds);
+}
+
 static void test_flat_fan_out_is_stolen_from_rarely(void) {
     int n = sanitized() ? 20000 : 200000;
     int log2n = 0;
@@ -214,8 +278,9 @@ static void test_spawn_join_is_left_to_its_owner(void) {
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     test_held_work_is_never_stranded();
+    test_every_held_deque_gets_its_turn();
     test_flat_fan_out_is_stolen_from_rarely();
     test_spawn_join_is_left_to_its_owner();
-    printf("steal: 3 passed, 0 failed\n");
+    printf("steal: 4 passed, 0 failed\n");
     return 0;
 }
