@@ -405,8 +405,8 @@ static look_result steal_pass(tg_pool *p, int w, int first, int batch, int64_t n
          * deque must stand still longer the finer its work has proved (so that a producer
          * descheduled for a while loses a batch per wait, not its whole deque at once). */
         int64_t gate = atomic_load_explicit(&vw->gate_pushes, memory_order_relaxed);
-        int64_t k = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
-        int64_t still = k ? STILL_NS * (k / GATE_MIN) : STILL_NS;
+        int64_t gk = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
+        int64_t still = gk ? STILL_NS * (gk / GATE_MIN) : STILL_NS;
         if (still > WATCH_MAX_NS) still = WATCH_MAX_NS;
         if ((pushes < gate || size == 1) && !stood_still(me, v, top, bottom, pushes, now, still)) {
             r = LOOK_HELD;
