@@ -33,11 +33,6 @@ static small_range range_of(PyObject *r) {
 /* The next item of src (a new reference), or NULL: at the end (no error set) or on error. */
 static PyObject *next_item(PyObject *src, Py_ssize_t i, const small_range *sr) {
     if (sr->ok) return i < sr->len ? PyLong_FromSsize_t(sr->start + i * sr->step) : NULL;
-    if (PyList_CheckExact(src)) {
-        PyObject *x = PyList_GetItemRef(src, i); /* strong: the list is the user's */
-        if (!x && PyErr_ExceptionMatches(PyExc_IndexError)) PyErr_Clear(); /* it shrank */
-        return x;
-    }
     if (PyTuple_CheckExact(src))
         return i < PyTuple_GET_SIZE(src) ? Py_NewRef(PyTuple_GET_ITEM(src, i)) : NULL;
     if (PyRange_Check(src)) {
@@ -78,6 +73,44 @@ static PyObject *call_one(PyObject *fn, PyObject *item, int star) {
     return r;
 }
 
+/* Stores result r (a new reference) in out[j]: the caller's private list, never resized, a
+ * plain store into a slot nobody else writes or reads while the map runs (mapblock.h). */
+static inline void store(PyObject *out, Py_ssize_t j, PyObject *r) {
+    count_as_shared(r);
+    PyObject *old = PyList_GET_ITEM(out, j);
+    PyList_SET_ITEM(out, j, r);
+    Py_XDECREF(old);
+}
+
+/* A list's items, read a few hundred at a time under its critical section with one plain
+ * reference each (PyList_GetItemRef per item re-checks the slot with two more atomics), then
+ * called outside it. Returns how many items were done (fewer: an error, or the list shrank). */
+#define LIST_RUN 256
+static Py_ssize_t map_list(PyObject *fn, PyObject *src, Py_ssize_t src_start, PyObject *out,
+                           Py_ssize_t out_start, Py_ssize_t count, int star) {
+    PyObject *buf[LIST_RUN];
+    Py_ssize_t done = 0;
+    while (done < count) {
+        Py_ssize_t want = count - done < LIST_RUN ? count - done : LIST_RUN, got = 0;
+        Py_BEGIN_CRITICAL_SECTION(src);
+        Py_ssize_t len = PyList_GET_SIZE(src);
+        for (; got < want && src_start + done + got < len; got++)
+            buf[got] = Py_NewRef(PyList_GET_ITEM(src, src_start + done + got));
+        Py_END_CRITICAL_SECTION();
+        for (Py_ssize_t j = 0; j < got; j++) {
+            PyObject *r = call_one(fn, buf[j], star);
+            Py_DECREF(buf[j]);
+            if (!r) {
+                for (Py_ssize_t k = j + 1; k < got; k++) Py_DECREF(buf[k]);
+                return done;
+            }
+            store(out, out_start + done++, r);
+        }
+        if (got < want) break; /* the list shrank */
+    }
+    return done;
+}
+
 PyObject *tg_map_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 7) {
@@ -98,18 +131,17 @@ PyObject *tg_map_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *err = NULL;
     small_range sr = {0, 0, 0, 0};
     if (PyRange_Check(src)) sr = range_of(src);
-    for (; done < count; done++) {
-        PyObject *item = next_item(src, src_start + done, &sr);
-        if (!item) break;
-        PyObject *r = call_one(fn, item, star);
-        Py_DECREF(item);
-        if (!r) break;
-        /* The caller's private list, never resized: a plain store into a slot nobody else
-         * writes or reads while the map runs (see mapblock.h). */
-        count_as_shared(r);
-        PyObject *old = PyList_GET_ITEM(out, out_start + done);
-        PyList_SET_ITEM(out, out_start + done, r);
-        Py_XDECREF(old);
+    if (PyList_CheckExact(src)) {
+        done = map_list(fn, src, src_start, out, out_start, count, star);
+    } else {
+        for (; done < count; done++) {
+            PyObject *item = next_item(src, src_start + done, &sr);
+            if (!item) break;
+            PyObject *r = call_one(fn, item, star);
+            Py_DECREF(item);
+            if (!r) break;
+            store(out, out_start + done, r);
+        }
     }
     if (PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt... */
