@@ -26,6 +26,7 @@ from taskgraph.trace import TaskRecord, Trace, TraceFormatError, trace, write_tr
 from taskgraph.saving import GraphFileError, load, save
 from taskgraph._state import State
 from taskgraph._wait import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION, as_completed, wait
+from taskgraph.executor import Executor
 from taskgraph import _hooks
 
 _hooks.install()  # the C extension's exception classes and call-backs, in one explicit call
@@ -39,5 +40,6 @@ __all__ = [
     "GraphvizError", "write_trace_files", "current_scheduler", "use_scheduler", "save", "load",
     "GraphFileError", "cancelled", "BrokenSchedulerError", "map", "State",
     "wait", "as_completed", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
+    "Executor",
 ]
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@
 #include "task.h" /* the layer below the module; with it every header of csrc/py/ */
 #include "rules.h" /* the one task runner's functions for other backends */
 #include "mapblock.h"
+#include "executor.h" /* taskgraph.Executor's work item and submission */
 #include "../contend.h"
 
 #include <sched.h>
@@ -396,9 +397,10 @@ static int add_steal(PyObject *m, const char *name, PyObject *obj) {
 
 static int exec_module(PyObject *m) {
     if (PyModule_AddFunctions(m, tg_rules_methods) < 0) return -1;
+    if (PyModule_AddFunctions(m, tg_executor_methods) < 0 || tg_executor_init() < 0) return -1;
     tg_clock_init();
     PyTypeObject *types[] = {&TG_TaskType, &TG_NodeType, &TG_RunType, &TG_EngineType,
-                             &TG_RecorderType, &TG_RefType};
+                             &TG_RecorderType, &TG_RefType, &TG_ExecItemType};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0) return -1;
         const char *dot = strrchr(types[i]->tp_name, '.');

@@ -1,0 +1,216 @@
+/* The native half of taskgraph.Executor (taskgraph/executor.py): a work item, and the way one
+ * submit() goes onto the pool.
+ *
+ * A submit() is one Node whose function is an ExecItem: the item holds the user's call
+ * (fn, args, kwargs) and the concurrent.futures.Future it completes. Inside one of the
+ * executor's own tasks the node is spawned onto the worker's deque, as a task's child is
+ * (join.c), so a task that waits for a future it submitted joins it (the worker runs other
+ * work meanwhile: nested submits never deadlock); anywhere else (the user's threads, a task
+ * of another scheduler) it is claimed for the executor's run and injected (submit.c).
+ *
+ * The item never fails its node: calling it runs Future._tg_run(fn, args, kwargs), which
+ * stores fn's outcome in the future; an error escaping that (a bug, or a user who completed
+ * the future by hand) goes to sys.unraisablehook. So one failing call never cancels the
+ * others, as it would in a compute (fail fast). An item dropped without having been called
+ * (its node was skipped: shutdown(cancel_futures=True), the scheduler closed, the queues
+ * drained) cancels its future from its finalizer (Future._tg_never_ran), so no future is left
+ * pending for ever, whatever path its node took.
+ *
+ * Ownership: the item is made by the submitting thread and handed to the node (its fn); the
+ * node's runner is the only one to call it, and the call takes the item's references out
+ * (the user's objects are let go right after the call, on the worker, as ThreadPoolExecutor's
+ * work item does). The finalizer runs on whichever thread drops the item last; it reads the
+ * future only if no call took it.
+ *
+ * The item is not tracked by the cyclic collector (one object less per submit for it to
+ * walk: the collector's passes were half of a submit's cost with 50,000 futures pending).
+ * It cannot hold a cycle for ever: every node runs or is skipped (a closing scheduler drains
+ * its queues), and either way the item lets go of what it holds; while it holds them, the
+ * collector sees its references as coming from outside, so it frees none of them early. */
+#include "executor.h"
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *future; /* the Future to complete, or NULL once called (or cancelled) */
+    PyObject *fn;
+    PyObject *args;   /* tuple */
+    PyObject *kwargs; /* dict, or NULL */
+} ItemObject;
+
+static PyObject *str_run, *str_never_ran, *str_name;
+
+int tg_executor_init(void) {
+    if (!str_run && !(str_run = PyUnicode_InternFromString("_tg_run"))) return -1;
+    if (!str_never_ran && !(str_never_ran = PyUnicode_InternFromString("_tg_never_ran"))) return -1;
+    if (!str_name && !(str_name = PyUnicode_InternFromString("__name__"))) return -1;
+    return 0;
+}
+
+static int item_clear(ItemObject *it) {
+    Py_CLEAR(it->future);
+    Py_CLEAR(it->fn);
+    Py_CLEAR(it->args);
+    Py_CLEAR(it->kwargs);
+    return 0;
+}
+
+/* Dropped without having been called: its future is cancelled (Future._tg_never_ran). */
+static void item_finalize(ItemObject *it) {
+    PyObject *f = it->future;
+    if (!f) return;
+    it->future = NULL;
+    PyObject *exc = PyErr_GetRaisedException(); /* kept for whoever dropped us */
+    PyObject *r = PyObject_CallMethodNoArgs(f, str_never_ran);
+    if (r) Py_DECREF(r);
+    else PyErr_WriteUnraisable(f);
+    Py_DECREF(f);
+    PyErr_SetRaisedException(exc);
+}
+
+static void item_dealloc(ItemObject *it) {
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)it) < 0) return; /* resurrected */
+    item_clear(it);
+    Py_TYPE(it)->tp_free((PyObject *)it);
+}
+
+/* The node's function: runs the call through the future (Future._tg_run), once. Returns
+ * None whatever happens (see the top of the file). */
+static PyObject *item_call(ItemObject *it, PyObject *args, PyObject *kw) {
+    if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
+        PyErr_SetString(PyExc_TypeError, "an executor work item takes no arguments");
+        return NULL;
+    }
+    /* Only the node's runner calls it: the references are taken out here, once. */
+    PyObject *f = it->future, *fn = it->fn, *a = it->args, *k = it->kwargs;
+    it->future = it->fn = it->args = it->kwargs = NULL;
+    if (!f) { /* called twice (not by taskgraph): nothing left to run */
+        Py_XDECREF(fn);
+        Py_XDECREF(a);
+        Py_XDECREF(k);
+        Py_RETURN_NONE;
+    }
+    PyObject *argv[5] = {NULL, f, fn, a, k ? k : Py_None};
+    PyObject *r = PyObject_VectorcallMethod(str_run, argv + 1, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r) Py_DECREF(r);
+    else PyErr_WriteUnraisable(f); /* never fails the node: see the top of the file */
+    Py_DECREF(f);
+    Py_DECREF(fn);
+    Py_DECREF(a);
+    Py_XDECREF(k);
+    Py_RETURN_NONE;
+}
+
+PyTypeObject TG_ExecItemType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "taskgraph._core.ExecItem",
+    .tp_basicsize = sizeof(ItemObject),
+    .tp_dealloc = (destructor)item_dealloc,
+    .tp_call = (ternaryfunc)item_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT, /* not tracked by the collector: see the top of the file */
+    .tp_doc = "One taskgraph.Executor.submit() call (private; made by _exec_submit).",
+    .tp_finalize = (destructor)item_finalize,
+};
+
+/* The node's name (trace records, keys): fn.__name__ when it is a str, else its type's name.
+ * New reference, interned; NULL with an error. */
+static PyObject *name_of(PyObject *fn) {
+    PyObject *name = NULL;
+    if (PyObject_GetOptionalAttr(fn, str_name, &name) < 0) return NULL;
+    if (!name || !PyUnicode_CheckExact(name)) {
+        Py_XDECREF(name);
+        name = PyUnicode_FromString(Py_TYPE(fn)->tp_name);
+        if (!name) return NULL;
+    }
+    PyUnicode_InternInPlace(&name);
+    return name;
+}
+
+/* _exec_submit(run, future, fn, args, kwargs) -> Node: the call fn(*args, **kwargs) as a node
+ * of the executor's run, completing future. Spawned onto this worker's deque inside one of
+ * the run's engine's tasks, else claimed and injected. TypeError if fn is not callable;
+ * SchedulerClosedError / BrokenSchedulerError if the engine takes no more work. */
+static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t argc) {
+    (void)mod;
+    if (argc != 5 || !PyObject_TypeCheck(argv[0], &TG_RunType) || !PyTuple_Check(argv[3]) ||
+        (argv[4] != Py_None && !PyDict_Check(argv[4]))) {
+        PyErr_SetString(PyExc_TypeError, "_exec_submit(run, future, fn, args tuple, kwargs dict or None)");
+        return NULL;
+    }
+    RunObject *run = (RunObject *)argv[0];
+    PyObject *fn = argv[2];
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "taskgraph.Executor.submit: fn must be callable, got "
+                     "%.100s %.200R", Py_TYPE(fn)->tp_name, fn);
+        return NULL;
+    }
+    PyObject *name = name_of(fn);
+    if (!name) return NULL;
+    ItemObject *it = PyObject_New(ItemObject, &TG_ExecItemType);
+    if (!it) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    it->future = Py_NewRef(argv[1]);
+    it->fn = Py_NewRef(fn);
+    it->args = Py_NewRef(argv[3]);
+    it->kwargs = argv[4] != Py_None && PyDict_GET_SIZE(argv[4]) ? Py_NewRef(argv[4]) : NULL;
+    NodeObject *n = tg_node_new((PyObject *)it, name, NULL, NULL, 0, NULL);
+    Py_DECREF(name);
+    if (!n) {
+        Py_CLEAR(it->future); /* nobody will see this future: no cancel to report */
+        Py_DECREF(it);
+        return NULL;
+    }
+    Py_DECREF(it); /* the node holds it */
+    Runner *W = TG_TLS.worker;
+    int err;
+    if (W && W->current && W->engine == run->owner) {
+        err = tg_spawn(W, n); /* a child of the running task: a join of it helps */
+    } else {
+        tg_node_unown(n); /* dropped by the worker that runs it, or by the user: see node.c */
+        PyObject *one = (PyObject *)n;
+        err = tg_submit(run, &one, 1, NULL) < 0 ? -1 : 0;
+    }
+    if (err < 0) {
+        /* Never claimed: the future is the caller's to drop (it raises instead). */
+        Py_CLEAR(it->future);
+        Py_DECREF(n);
+        return NULL;
+    }
+    return (PyObject *)n;
+}
+
+/* _exec_hold(run): registers the run with its engine and holds it open (it does not end when
+ * its queue runs empty) until _exec_release. SchedulerClosedError if the engine is closed. */
+static PyObject *exec_hold(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    if (!PyObject_TypeCheck(arg, &TG_RunType)) {
+        PyErr_SetString(PyExc_TypeError, "_exec_hold(run)");
+        return NULL;
+    }
+    RunObject *run = (RunObject *)arg;
+    if (tg_runs_add(run->engine, run) < 0) return NULL;
+    tg_run_hold(&run->r);
+    Py_RETURN_NONE;
+}
+
+/* _exec_release(run): lets go of _exec_hold's hold; the run ends once its tasks have finished
+ * (Run.wait() then returns True). Once per hold. */
+static PyObject *exec_release(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    if (!PyObject_TypeCheck(arg, &TG_RunType)) {
+        PyErr_SetString(PyExc_TypeError, "_exec_release(run)");
+        return NULL;
+    }
+    RunObject *run = (RunObject *)arg;
+    if (tg_run_release(&run->r)) tg_run_ended(run);
+    Py_RETURN_NONE;
+}
+
+PyMethodDef tg_executor_methods[] = {
+    {"_exec_submit", (PyCFunction)(void (*)(void))exec_submit, METH_FASTCALL,
+     "_exec_submit(run, future, fn, args, kwargs) -> Node (taskgraph.Executor.submit)."},
+    {"_exec_hold", exec_hold, METH_O, "_exec_hold(run): hold the executor's run open."},
+    {"_exec_release", exec_release, METH_O, "_exec_release(run): let go of _exec_hold's hold."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,264 @@
+"""The future that ``taskgraph.Executor.submit`` returns: a ``concurrent.futures.Future``
+subclass, so that ``concurrent.futures.wait``, ``as_completed``, ``asyncio.wrap_future`` and
+``loop.run_in_executor`` take it as they take any other.
+
+Two things differ from the base class, both under the same rules (state, waiters and
+callbacks change only under ``_condition``):
+
+* ``_condition`` is a plain ``threading.Lock``, not a ``threading.Condition``. That is all
+  ``wait()``, ``as_completed()`` and the base class's methods ask of it (acquire, release);
+  the Condition that a blocking ``result()`` or ``exception()`` sleeps on is made over that
+  lock by the first such waiter (``_cv``), and notified whenever the state becomes final. A
+  Condition costs about 1.2 us to make on CPython 3.13t, 80 % of a plain Future's creation
+  (docs/benchmarks.md, "Executor"), and most futures are never waited for while pending.
+* Inside a worker thread, ``result()`` and ``exception()`` without a timeout join the
+  future's node first (as ``node.result()`` does in a task): the worker runs other work
+  until the node is done, so a task that waits for futures it submitted never deadlocks
+  the pool. With a timeout they block like the base class's.
+
+The worker runs the call through ``_tg_run`` (called by the node's work item, csrc/py/
+executor.c); a work item dropped without having run cancels its future (``_tg_never_ran``).
+"""
+from __future__ import annotations
+
+import threading
+from concurrent import futures as _cf
+from concurrent.futures._base import (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, LOGGER as _LOGGER,
+                                      PENDING, RUNNING, InvalidStateError)
+
+from taskgraph._native import core
+
+__all__ = ["Future"]
+
+_Lock = threading.Lock
+_Condition = threading.Condition
+_current_node = core.current_node
+_CancelledError = _cf.CancelledError
+_DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
+
+
+class _Waiters:
+    """``_waiters``, made on first use: ``concurrent.futures.wait`` and ``as_completed`` append
+    to it (and remove from it) under ``_condition``; most futures never have a waiter. A
+    non-data descriptor: once made, the instance's own list is found first."""
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        waiters = obj._waiters = []
+        obj._any_waiters = True
+        return waiters
+
+
+class Future(_cf.Future):
+    """A ``concurrent.futures.Future`` made by ``taskgraph.Executor.submit`` (see the module's
+    docstring for how it differs inside): results, exceptions, cancellation, callbacks and
+    waiting behave as the base class documents."""
+
+    # What Future.__init__ sets per instance, as class defaults (an instance gets its own
+    # value when it is first written): fewer objects per future for the cyclic collector
+    # to walk, and fewer stores. _condition is a Lock where the base makes a Condition.
+    _state = PENDING
+    _result = None
+    _exception = None
+    _done_callbacks = ()   # a list once a callback is added (add_done_callback)
+    _waiters = _Waiters()
+    _any_waiters = False
+    _cv = None    # the Condition over _condition, made by the first blocking waiter
+    _node = None  # the Node that runs the call (joined inside a worker)
+
+    def __init__(self):
+        # Written here although the class has them: an instance whose attributes are all
+        # written in one order keeps them inline (CPython's shared keys), the fastest.
+        self._condition = _Lock()
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._cv = None
+        self._node = None
+
+    # ------------------------------------------------------------------ waiting
+    def _sleep(self, timeout):
+        """Waits (``_condition`` held) until notified or timeout seconds passed."""
+        cv = self._cv
+        if cv is None:
+            cv = self._cv = _Condition(self._condition)
+        cv.wait(timeout)
+
+    def _notify(self):
+        """The state became final (``_condition`` held): wakes the blocking waiters."""
+        if self._cv is not None:
+            self._cv.notify_all()
+
+    def _join(self):
+        """Inside a task: joins the node (the worker runs other work until it is done), so
+        that the wait below finds the future finished. Outside a task: nothing."""
+        if self._state in (PENDING, RUNNING) and _current_node() is not None:
+            node = self._node
+            if node is not None:
+                node.exception()  # joins; the node never fails (its work item catches all)
+
+    def result(self, timeout=None):
+        """As ``concurrent.futures.Future.result``; inside a task, without a timeout, it joins
+        (see the module's docstring)."""
+        if timeout is None:
+            self._join()
+        try:
+            with self._condition:
+                state = self._state
+                if state == FINISHED:
+                    return self.__get_result()
+                if state in (CANCELLED, CANCELLED_AND_NOTIFIED):
+                    raise _CancelledError()
+                self._sleep(timeout)
+                state = self._state
+                if state == FINISHED:
+                    return self.__get_result()
+                if state in (CANCELLED, CANCELLED_AND_NOTIFIED):
+                    raise _CancelledError()
+                raise TimeoutError()
+        finally:
+            self = None  # no cycle through the raised exception's traceback
+
+    def exception(self, timeout=None):
+        """As ``concurrent.futures.Future.exception``; inside a task, without a timeout, it
+        joins (see the module's docstring)."""
+        if timeout is None:
+            self._join()
+        with self._condition:
+            state = self._state
+            if state == FINISHED:
+                return self._exception
+            if state in (CANCELLED, CANCELLED_AND_NOTIFIED):
+                raise _CancelledError()
+            self._sleep(timeout)
+            state = self._state
+            if state == FINISHED:
+                return self._exception
+            if state in (CANCELLED, CANCELLED_AND_NOTIFIED):
+                raise _CancelledError()
+            raise TimeoutError()
+
+    def __get_result(self):
+        if self._exception is not None:
+            try:
+                raise self._exception
+            finally:
+                self = None  # no cycle through the exception's traceback
+        return self._result
+
+    def add_done_callback(self, fn):
+        """As ``concurrent.futures.Future.add_done_callback``: fn(future) when it finishes or
+        is cancelled, on the thread that completes it, or at once if it is done already."""
+        with self._condition:
+            if self._state not in _DONE:
+                if self._done_callbacks == ():
+                    self._done_callbacks = []
+                self._done_callbacks.append(fn)
+                return
+        try:
+            fn(self)
+        except Exception:
+            _LOGGER.exception('exception calling callback for %r', self)
+
+    # ------------------------------------------------------------------ completing
+    def cancel(self):
+        """As ``concurrent.futures.Future.cancel``: True unless the call is running or done.
+        A cancelled call never runs."""
+        with self._condition:
+            if self._state in (RUNNING, FINISHED):
+                return False
+            if self._state in (CANCELLED, CANCELLED_AND_NOTIFIED):
+                return True
+            self._state = CANCELLED
+            self._notify()
+        self._invoke_callbacks()
+        return True
+
+    def set_result(self, result):
+        with self._condition:
+            if self._state in _DONE:
+                raise InvalidStateError('{}: {!r}'.format(self._state, self))
+            self._result = result
+            self._state = FINISHED
+            if self._any_waiters:
+                for waiter in self._waiters:
+                    waiter.add_result(self)
+            self._notify()
+        if self._done_callbacks:
+            self._invoke_callbacks()
+
+    def set_exception(self, exception):
+        with self._condition:
+            if self._state in _DONE:
+                raise InvalidStateError('{}: {!r}'.format(self._state, self))
+            self._exception = exception
+            self._state = FINISHED
+            if self._any_waiters:
+                for waiter in self._waiters:
+                    waiter.add_exception(self)
+            self._notify()
+        if self._done_callbacks:
+            self._invoke_callbacks()
+
+    # ------------------------------------------------------------------ the worker's side
+    def _tg_run(self, fn, args, kwargs):
+        """Runs fn(*args, **kwargs) and stores its outcome, unless the future was cancelled
+        first (then it is marked notified, as ``set_running_or_notify_cancel`` does). Called
+        once, on the worker, by the node's work item. The per-call path: what
+        set_running_or_notify_cancel and set_result do, inline, with their slow parts
+        (waiters, a blocking waiter's Condition, callbacks) only when there are any."""
+        lock = self._condition
+        lock.acquire()
+        state = self._state
+        if state is not PENDING:
+            if state is CANCELLED:
+                self._state = CANCELLED_AND_NOTIFIED
+                if self._any_waiters:
+                    for waiter in self._waiters:
+                        waiter.add_cancelled(self)
+            lock.release()
+            return
+        self._state = RUNNING
+        lock.release()
+        try:
+            result = fn(*args) if kwargs is None else fn(*args, **kwargs)
+        except BaseException as exc:
+            node = _current_node()
+            exc.add_note(f"taskgraph.Executor: raised by task "
+                         f"{node.key if node is not None else '?'} on thread "
+                         f"{threading.current_thread().name}")
+            self.set_exception(exc)
+            self = None  # no cycle: the traceback holds this frame
+            return
+        lock.acquire()
+        if self._state is not RUNNING:  # completed by hand meanwhile
+            lock.release()
+            self.set_result(result)  # raises InvalidStateError, as it would have
+            return
+        self._result = result
+        self._state = FINISHED
+        if self._any_waiters:
+            for waiter in self._waiters:
+                waiter.add_result(self)
+        if self._cv is not None:
+            self._cv.notify_all()
+        lock.release()
+        if self._done_callbacks:
+            self._invoke_callbacks()
+
+    def _tg_never_ran(self):
+        """The call was dropped without running (its node was skipped: the executor was shut
+        down with cancel_futures=True, or its scheduler closed): the future ends cancelled,
+        its waiters and callbacks told."""
+        with self._condition:
+            state = self._state
+            if state not in (PENDING, CANCELLED):
+                return
+            self._state = CANCELLED_AND_NOTIFIED
+            if self._any_waiters:
+                for waiter in self._waiters:
+                    waiter.add_cancelled(self)
+            self._notify()
+        if state == PENDING:
+            self._invoke_callbacks()
