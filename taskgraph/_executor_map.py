@@ -112,14 +112,17 @@ def executor_map(ex, fn, iterables, timeout, chunksize, buffersize):
 
 def _results(st, root, end_time, name):
     """The iterator over a map's results, in order (see the module's docstring)."""
-    i = 0
+    delivered = 0
     try:
         for i in range(st.n):
             yield _take(st, i, root, end_time, name)  # no reference kept while suspended
+            delivered = i + 1
     finally:
-        with st.lock:  # the ranges stop at their next block: what has not started never runs
-            if i + 1 < st.fail_at:
-                st.fail_at = i + 1
+        # Left early (an error, a timeout, close()): the items not delivered yet are not
+        # needed; the ranges stop at their next block, so what has not started never runs.
+        with st.lock:
+            if delivered < st.fail_at:
+                st.fail_at = delivered
 
 
 def _take(st, i, root, end_time, name):
