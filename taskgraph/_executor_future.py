@@ -74,6 +74,8 @@ class Future(_cf.Future):
     def __init__(self):
         # Written here although the class has them: an instance whose attributes are all
         # written in one order keeps them inline (CPython's shared keys), the fastest.
+        # Executor.submit makes futures in C with the same stores, in this order
+        # (csrc/py/executor.c's new_future): keep the two alike.
         self._condition = _Lock()
         self._state = PENDING
         self._result = None
@@ -266,3 +268,7 @@ class Future(_cf.Future):
             self._notify()
         if state == PENDING:
             self._invoke_callbacks()
+
+
+# Executor.submit makes its futures in C (csrc/py/executor.c), with __init__'s stores.
+core._exec_configure(Future, _Lock, PENDING)

@@ -162,12 +162,10 @@ class Executor(_cf.Executor):
         """
         if self._shutdown or _exiting:
             raise self._refusal()
-        f = Future()
         try:
-            f._node = _exec_submit(self._run, f, fn, args, kwargs)
+            return _exec_submit(self._run, fn, args, kwargs)  # a new Future
         except SchedulerClosedError as e:  # closed under us (fork, broken, a racing shutdown)
             raise self._refusal(e) from e
-        return f
 
     def _refusal(self, cause=None):
         if self._broken:

@@ -38,12 +38,41 @@ typedef struct {
 } ItemObject;
 
 static PyObject *str_run, *str_never_ran, *str_name;
+/* The future's attributes, in the order its __init__ writes them (taskgraph/
+ * _executor_future.py): written in one order, CPython keeps them inline (shared keys). */
+enum { F_CONDITION, F_STATE, F_RESULT, F_EXCEPTION, F_CV, F_NODE, F_NATTRS };
+static PyObject *str_attr[F_NATTRS];
+/* Set once by _exec_configure (taskgraph/executor.py, at import; strong, process-wide like
+ * the module's other hooks): the Future class, the lock type its _condition is, and the
+ * PENDING state. */
+static PyObject *future_type, *lock_type, *pending;
 
 int tg_executor_init(void) {
+    static const char *attrs[F_NATTRS] = {"_condition", "_state", "_result", "_exception",
+                                          "_cv", "_node"};
     if (!str_run && !(str_run = PyUnicode_InternFromString("_tg_run"))) return -1;
     if (!str_never_ran && !(str_never_ran = PyUnicode_InternFromString("_tg_never_ran"))) return -1;
     if (!str_name && !(str_name = PyUnicode_InternFromString("__name__"))) return -1;
+    for (int i = 0; i < F_NATTRS; i++)
+        if (!str_attr[i] && !(str_attr[i] = PyUnicode_InternFromString(attrs[i]))) return -1;
     return 0;
+}
+
+/* A new future, as Future() makes it (its __init__'s stores, done here without running
+ * Python), its _node still None. NULL with an error. */
+static PyObject *new_future(void) {
+    PyTypeObject *tp = (PyTypeObject *)future_type;
+    PyObject *noargs = PyTuple_New(0); /* the empty tuple is a singleton: no allocation */
+    PyObject *f = noargs ? tp->tp_new(tp, noargs, NULL) : NULL;
+    Py_XDECREF(noargs);
+    if (!f) return NULL;
+    PyObject *lock = PyObject_CallNoArgs(lock_type);
+    PyObject *vals[F_NATTRS] = {lock, pending, Py_None, Py_None, Py_None, Py_None};
+    int err = !lock;
+    for (int i = 0; i < F_NATTRS && !err; i++) err = PyObject_SetAttr(f, str_attr[i], vals[i]) < 0;
+    Py_XDECREF(lock);
+    if (err) Py_CLEAR(f);
+    return f;
 }
 
 static int item_clear(ItemObject *it) {
@@ -125,19 +154,24 @@ static PyObject *name_of(PyObject *fn) {
     return name;
 }
 
-/* _exec_submit(run, future, fn, args, kwargs) -> Node: the call fn(*args, **kwargs) as a node
- * of the executor's run, completing future. Spawned onto this worker's deque inside one of
- * the run's engine's tasks, else claimed and injected. TypeError if fn is not callable;
- * SchedulerClosedError / BrokenSchedulerError if the engine takes no more work. */
+/* _exec_submit(run, fn, args, kwargs) -> Future: the call fn(*args, **kwargs) as a node of
+ * the executor's run, completing a new future (whose _node is that node). Spawned onto this
+ * worker's deque inside one of the run's engine's tasks, else claimed and injected.
+ * TypeError if fn is not callable; SchedulerClosedError / BrokenSchedulerError if the engine
+ * takes no more work. */
 static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t argc) {
     (void)mod;
-    if (argc != 5 || !PyObject_TypeCheck(argv[0], &TG_RunType) || !PyTuple_Check(argv[3]) ||
-        (argv[4] != Py_None && !PyDict_Check(argv[4]))) {
-        PyErr_SetString(PyExc_TypeError, "_exec_submit(run, future, fn, args tuple, kwargs dict or None)");
+    if (argc != 4 || !PyObject_TypeCheck(argv[0], &TG_RunType) || !PyTuple_Check(argv[2]) ||
+        (argv[3] != Py_None && !PyDict_Check(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError, "_exec_submit(run, fn, args tuple, kwargs dict or None)");
+        return NULL;
+    }
+    if (!future_type) {
+        PyErr_SetString(PyExc_RuntimeError, "taskgraph._core: _exec_configure was not called");
         return NULL;
     }
     RunObject *run = (RunObject *)argv[0];
-    PyObject *fn = argv[2];
+    PyObject *fn = argv[1];
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "taskgraph.Executor.submit: fn must be callable, got "
                      "%.100s %.200R", Py_TYPE(fn)->tp_name, fn);
@@ -145,39 +179,58 @@ static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t ar
     }
     PyObject *name = name_of(fn);
     if (!name) return NULL;
-    ItemObject *it = PyObject_New(ItemObject, &TG_ExecItemType);
+    PyObject *f = new_future();
+    ItemObject *it = f ? PyObject_New(ItemObject, &TG_ExecItemType) : NULL;
     if (!it) {
+        Py_XDECREF(f);
         Py_DECREF(name);
         return NULL;
     }
-    it->future = Py_NewRef(argv[1]);
+    it->future = Py_NewRef(f);
     it->fn = Py_NewRef(fn);
-    it->args = Py_NewRef(argv[3]);
-    it->kwargs = argv[4] != Py_None && PyDict_GET_SIZE(argv[4]) ? Py_NewRef(argv[4]) : NULL;
+    it->args = Py_NewRef(argv[2]);
+    it->kwargs = argv[3] != Py_None && PyDict_GET_SIZE(argv[3]) ? Py_NewRef(argv[3]) : NULL;
     NodeObject *n = tg_node_new((PyObject *)it, name, NULL, NULL, 0, NULL);
     Py_DECREF(name);
-    if (!n) {
+    Runner *W = TG_TLS.worker;
+    int spawn = W && W->current && W->engine == run->owner;
+    /* Injected: dropped by the worker that runs it, or by the user (see node.c); given up
+     * while nobody else holds it yet. */
+    if (n && !spawn) tg_node_unown(n);
+    if (!n || PyObject_SetAttr(f, str_attr[F_NODE], (PyObject *)n) < 0) {
         Py_CLEAR(it->future); /* nobody will see this future: no cancel to report */
         Py_DECREF(it);
+        Py_XDECREF(n);
+        Py_DECREF(f);
         return NULL;
     }
     Py_DECREF(it); /* the node holds it */
-    Runner *W = TG_TLS.worker;
     int err;
-    if (W && W->current && W->engine == run->owner) {
+    if (spawn) {
         err = tg_spawn(W, n); /* a child of the running task: a join of it helps */
     } else {
-        tg_node_unown(n); /* dropped by the worker that runs it, or by the user: see node.c */
         PyObject *one = (PyObject *)n;
         err = tg_submit(run, &one, 1, NULL) < 0 ? -1 : 0;
     }
+    Py_DECREF(n); /* the future holds it */
     if (err < 0) {
-        /* Never claimed: the future is the caller's to drop (it raises instead). */
+        /* Never claimed: the future is dropped, the caller raises instead. */
         Py_CLEAR(it->future);
-        Py_DECREF(n);
+        Py_DECREF(f);
         return NULL;
     }
-    return (PyObject *)n;
+    return f;
+}
+
+/* _exec_configure(future_type, lock_type, pending): what _exec_submit makes futures with. */
+static PyObject *exec_configure(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *ft, *lt, *p;
+    if (!PyArg_ParseTuple(args, "O!OU:_exec_configure", &PyType_Type, &ft, &lt, &p)) return NULL;
+    Py_XSETREF(future_type, Py_NewRef(ft));
+    Py_XSETREF(lock_type, Py_NewRef(lt));
+    Py_XSETREF(pending, Py_NewRef(p));
+    Py_RETURN_NONE;
 }
 
 /* _exec_hold(run): registers the run with its engine and holds it open (it does not end when
@@ -209,7 +262,9 @@ static PyObject *exec_release(PyObject *mod, PyObject *arg) {
 
 PyMethodDef tg_executor_methods[] = {
     {"_exec_submit", (PyCFunction)(void (*)(void))exec_submit, METH_FASTCALL,
-     "_exec_submit(run, future, fn, args, kwargs) -> Node (taskgraph.Executor.submit)."},
+     "_exec_submit(run, fn, args, kwargs) -> Future (taskgraph.Executor.submit)."},
+    {"_exec_configure", exec_configure, METH_VARARGS,
+     "_exec_configure(future_type, lock_type, pending): how _exec_submit makes futures."},
     {"_exec_hold", exec_hold, METH_O, "_exec_hold(run): hold the executor's run open."},
     {"_exec_release", exec_release, METH_O, "_exec_release(run): let go of _exec_hold's hold."},
     {NULL, NULL, 0, NULL},
