@@ -140,10 +140,11 @@ bench: bench-deps
 	@$(PY) benchmarks/shapes.py --out benchmarks/results/shapes.json
 	@$(PY) benchmarks/predict.py --out benchmarks/results/predict.json
 	@$(PY) benchmarks/inflation.py --out benchmarks/results/inflation.json
+	@$(PY) benchmarks/executor.py --out benchmarks/results/executor.json
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
 	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
 	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json \
-	  --shapes benchmarks/results/shapes.json
+	  --shapes benchmarks/results/shapes.json --executor benchmarks/results/executor.json
 
 bench-quick: bench-deps
 	@mkdir -p build/bench-quick
@@ -157,6 +158,7 @@ bench-quick: bench-deps
 	@$(PY) benchmarks/shapes.py --quick --out build/bench-quick/shapes.json
 	@$(PY) benchmarks/predict.py --quick --out build/bench-quick/predict.json
 	@$(PY) benchmarks/inflation.py --quick --out build/bench-quick/inflation.json
+	@$(PY) benchmarks/executor.py --quick --out build/bench-quick/executor.json
 	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
 
 clean:

@@ -4,6 +4,7 @@ of docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.pn
     python benchmarks/report.py --suite FT.json [--gil GIL.json] [--per-task PT.json]
                                 [--instructions INSTR.json] [--dask DASK.json] [--map MAP.json]
                                 [--shapes SHAPES.json]
+                                [--executor EXECUTOR.json]
 
 Needs matplotlib for the plot (the `plot` extra; `make bench` installs it in .venv-gil, since
 matplotlib does not build on CPython 3.13t). Without it the tables are still written.
@@ -381,6 +382,42 @@ def targets_plot(pt, mp):
     return True
 
 
+def executor_table(ex):
+    """taskgraph.Executor against concurrent.futures (benchmarks/executor.py)."""
+    us = lambda r: f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"  # noqa: E731
+    load = ", ".join(f"{x:.1f}" for x in ex.get("loadavg_start", ()))
+    sb, mt, m20, fib, fu = (ex["submit"], ex["map_trivial"], ex["map_20us"], ex["nested_fib"],
+                            ex["future"])
+    tpe_fib = fib["threadpool"]
+    lines = ["### taskgraph.Executor against concurrent.futures (benchmarks/executor.py)", "",
+             f"2 workers each; medians of {sb['taskgraph']['runs']} alternated runs (min-max), us "
+             f"per task or item; load average at the start: {load or 'not recorded'}.", "",
+             "| figure | taskgraph.Executor | ThreadPoolExecutor | ProcessPoolExecutor | ratio to "
+             "ThreadPoolExecutor | target |", "|---|---|---|---|---|---|",
+             f"| {sb['tasks']:,} submits, then their results | {us(sb['taskgraph'])} | "
+             f"{us(sb['threadpool'])} | {us(sb['processpool'])} ({sb['processpool_tasks']:,} tasks) | "
+             f"{sb['ratio_vs_threadpool']:.1f}x | >= 5x |",
+             f"| map over {mt['items']:,} trivial items | {us(mt['taskgraph'])} | "
+             f"{us(mt['threadpool'])} | {us(mt['processpool'])} (chunksize "
+             f"{mt['processpool_chunksize']:,}) | {mt['ratio_vs_threadpool']:.1f}x | >= 20x |",
+             f"| map over {m20['items']:,} items of ~20 us (serial loop: "
+             f"{m20['serial']['median']:.2f} us/item; speed-up {m20['speedup_vs_serial']:.2f}x) | "
+             f"{us(m20['taskgraph'])} | {us(m20['threadpool'])} | {us(m20['processpool'])} "
+             f"(chunksize {m20['processpool_chunksize']:,}) | {m20['ratio_vs_threadpool']:.1f}x | |",
+             f"| fib({fib['n']}) with submit at every call ({fib['calls']:,} calls), max_workers=2 | "
+             f"{fib['taskgraph_s']['median'] * 1e3:.1f} ms | "
+             + ("deadlocked (killed after " f"{tpe_fib.get('timeout_s', 0):.0f} s)"
+                if tpe_fib["outcome"] == "deadlocked" else f"finished: {tpe_fib.get('output', '')}")
+             + " | n/a (a call cannot reach its executor) | | completes |", "",
+             f"What `concurrent.futures.Future` itself costs here (one thread, best of 3): making "
+             f"one {fu['make_ns_base']:,.0f} ns, of which its `threading.Condition` "
+             f"{fu['condition_ns']:,.0f} ns; a whole life (made, set running, result set, result "
+             f"read) {fu['life_ns_base']:,.0f} ns. taskgraph's subclass (an RLock, the Condition "
+             f"made only for a blocking waiter): {fu['make_ns_taskgraph']:,.0f} ns and "
+             f"{fu['life_ns_taskgraph']:,.0f} ns."]
+    return "\n".join(lines)
+
+
 def plot(doc):
     try:
         import matplotlib
@@ -430,12 +467,13 @@ def main(argv=None):
     ap.add_argument("--dask")
     ap.add_argument("--map")
     ap.add_argument("--shapes")
+    ap.add_argument("--executor")
     a = ap.parse_args(argv)
     read = lambda p: json.load(open(p)) if p and os.path.exists(p) else None  # noqa: E731
     doc, gil, pt, ins = read(a.suite), read(a.gil), read(a.per_task), read(a.instructions)
-    dk, mp, sh = read(a.dask), read(a.map), read(a.shapes)
+    dk, mp, sh, ex = read(a.dask), read(a.map), read(a.shapes), read(a.executor)
     merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins,
-              "dask": dk, "map_fanout": mp, "shapes": sh}
+              "dask": dk, "map_fanout": mp, "shapes": sh, "executor": ex}
     os.makedirs(os.path.dirname(LATEST), exist_ok=True)
     with open(LATEST, "w") as f:
         json.dump(merged, f, indent=1)
@@ -460,6 +498,8 @@ def main(argv=None):
         gen += [map_table(mp), ""]
     if sh:
         gen += [shapes_table(sh), ""]
+    if ex:
+        gen += [executor_table(ex), ""]
     gen += [tables(doc, gil), END]
     text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     i, j = text.index(BEGIN), text.index(END) + len(END)
