@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 import weakref
 from concurrent import futures as _cf
 from concurrent.futures.thread import BrokenThreadPool
@@ -38,6 +39,7 @@ _pools = set()          # pools not shut down yet (strong references; see the do
 _pools_lock = threading.Lock()
 _exiting = False        # the interpreter is exiting: no new work (as concurrent.futures)
 _WAIT_SLICE = 0.05      # waits for a pool's work in slices: Ctrl-C is seen at once
+_WAKE_GRACE = 0.05      # see _Pool._let_idle_workers_start
 
 
 class _Pool:
@@ -64,11 +66,21 @@ class _Pool:
         cancelled). Idempotent."""
         with self.lock:
             if cancel:
+                self._let_idle_workers_start()
                 self.run.cancel("taskgraph.Executor.shutdown(cancel_futures=True) was called "
                                 "before it started")
             if not self.released:
                 self.released = True
                 core._exec_release(self.run)
+
+    def _let_idle_workers_start(self):
+        """Before a cancel: calls queued while a worker sat idle count as started, as with
+        ThreadPoolExecutor, whose idle threads take them at once. A parked worker being woken
+        for them gets a moment to take them (at most _WAKE_GRACE seconds)."""
+        deadline = time.monotonic() + _WAKE_GRACE
+        while (self.engine.sleeping() and self.engine.queued()
+               and time.monotonic() < deadline):
+            time.sleep(0.0002)
 
     def finish(self):
         """Waits until every call has finished, then closes the scheduler (its threads are

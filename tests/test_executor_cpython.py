@@ -36,6 +36,11 @@ except ImportError as e:  # the interpreter was installed without its test suite
     pytest.skip(f"this interpreter's test package has no test_concurrent_futures ({e})",
                 allow_module_level=True)
 
+# The mixins keep the executor on the TestCase and count the process's threads: one thread
+# at a time (make test-parallel runs them once).
+pytestmark = pytest.mark.thread_unsafe(reason="unittest mixins sharing one executor per "
+                                       "TestCase and counting threads")
+
 BY_NAME = ("starts a subprocess that runs `from concurrent.futures import "
            "<executor_type.__name__>`: for taskgraph.Executor that imports the abstract "
            "concurrent.futures.Executor, not ours; tests/test_executor_exit.py checks the same "
