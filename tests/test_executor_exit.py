@@ -93,3 +93,22 @@ def test_a_dropped_executor_and_nested_work_finish_at_exit():
         del ex
         """)
     assert (rc, out.splitlines(), err) == (0, ["outer", "inner"], "")
+
+
+def test_in_a_forked_child_the_parents_executor_takes_no_work():
+    rc, out, err = run("""
+        import os
+        t = tg.Executor(2)
+        t.submit(id, 1).result()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                t.submit(id, 2)
+            except RuntimeError as e:
+                print("child:", e)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print("parent:", t.submit(abs, -3).result())
+        """)
+    assert rc == 0, err
+    assert out.splitlines() == ["child: cannot schedule new futures after shutdown", "parent: 3"]
