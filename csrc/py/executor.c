@@ -209,8 +209,7 @@ static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t ar
     if (spawn) {
         err = tg_spawn(W, n); /* a child of the running task: a join of it helps */
     } else {
-        PyObject *one = (PyObject *)n;
-        err = tg_submit(run, &one, 1, NULL) < 0 ? -1 : 0;
+        err = tg_submit_one(run, n); /* the run is registered and held: _exec_hold */
     }
     Py_DECREF(n); /* the future holds it */
     if (err < 0) {

@@ -194,3 +194,24 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
     if (!W && tg_run_release(&run->r)) tg_run_ended(run);
     return err ? -1 : claimed;
 }
+
+int tg_submit_one(RunObject *run, NodeObject *n) {
+    /* Acquire: pairs with the release of the engine's mutex that begin_close sets it under. */
+    if (atomic_load_explicit(&run->engine->closed, memory_order_acquire)) {
+        PyErr_Format(TG.SchedulerClosedError, "%U is closed", run->engine->label);
+        return -1;
+    }
+    if (n->deps || !tg_task_claim(&n->t, &run->r)) /* invariant: the caller made it just now */
+        Py_FatalError("taskgraph: tg_submit_one was given a claimed node or one with Node arguments");
+    Py_INCREF(n); /* the core's reference, until the node is finished (worker.c) */
+    atomic_store_explicit(&n->owner, run->owner, memory_order_relaxed); /* see noderec.h */
+    if (!tg_task_release_hold(&n->t)) Py_FatalError("taskgraph: a node without dependencies was not ready");
+    tg_task *t = &n->t;
+    tg_push r = tg_pool_inject(run->r.pool, &t, 1);
+    if (r == TG_PUSH_QUEUED) return 0;
+    t->link = NULL;
+    tg_cancel_refused(t); /* finished as cancelled (why: the engine closed); drops the core's reference */
+    if (r == TG_PUSH_REFUSED) PyErr_Format(TG.SchedulerClosedError, "%U is closed", run->engine->label);
+    else PyErr_NoMemory();
+    return -1;
+}

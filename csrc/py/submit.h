@@ -12,5 +12,11 @@
  * claimed, or -1 with an error (what it claimed then drains as cancelled: the run is
  * cancelled). */
 Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t n, Runner *W);
+/* Queues one fresh node without Node arguments (never claimed, no deps) from outside the
+ * workers, for a run its caller registered and holds open (taskgraph.Executor's submit: no
+ * registration, no hold and no batch here, so no lock but the injector's). 0, or -1 with
+ * SchedulerClosedError (or MemoryError) when the engine takes no more work: the node then
+ * finishes cancelled, its inputs dropped; the run is left alone. */
+int tg_submit_one(RunObject *run, NodeObject *n);
 
 #endif
