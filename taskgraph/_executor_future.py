@@ -107,6 +107,12 @@ class Future(_cf.Future):
     def result(self, timeout=None):
         """As ``concurrent.futures.Future.result``; inside a task, without a timeout, it joins
         (see the module's docstring)."""
+        with self._condition:  # the common case first: finished with a result
+            if self._state is FINISHED and self._exception is None:
+                return self._result
+        return self._result_slow(timeout)
+
+    def _result_slow(self, timeout):
         if timeout is None:
             self._join()
         try:
