@@ -17,8 +17,10 @@ callbacks change only under ``_condition``):
   until the node is done, so a task that waits for futures it submitted never deadlocks
   the pool. With a timeout they block like the base class's.
 
-The worker runs the call through ``_tg_run`` (called by the node's work item, csrc/py/
-executor.c); a work item dropped without having run cancels its future (``_tg_never_ran``).
+The worker runs the call and completes the future in C (the node's work item, csrc/py/
+executor.c: the common case of set_running_or_notify_cancel and set_result there, every
+other case in the methods below); a work item dropped without having run cancels its future
+(``_tg_never_ran``).
 """
 from __future__ import annotations
 
@@ -59,29 +61,25 @@ class Future(_cf.Future):
     docstring for how it differs inside): results, exceptions, cancellation, callbacks and
     waiting behave as the base class documents."""
 
-    # What Future.__init__ sets per instance, as class defaults (an instance gets its own
-    # value when it is first written): fewer objects per future for the cyclic collector
-    # to walk, and fewer stores. _condition is an RLock where the base makes a Condition.
-    _state = PENDING
-    _result = None
-    _exception = None
-    _done_callbacks = ()   # a list once a callback is added (add_done_callback)
+    # What Future.__init__ sets per instance, as slots: a store or a read is a member
+    # descriptor's, not a lookup in the instance's values (CPython 3.13t does not specialise
+    # attribute access: a store there costs about 350 instructions), and Executor.submit
+    # fills them in C straight after allocation (csrc/py/executor.c's new_future: keep the
+    # two alike). _condition is an RLock where the base makes a Condition; _waiters stays in
+    # the instance's dict, made on first use (_Waiters).
+    __slots__ = ("_condition", "_node", "_state", "_result", "_exception", "_cv",
+                 "_any_waiters", "_done_callbacks")
     _waiters = _Waiters()
-    _any_waiters = False
-    _cv = None    # the Condition over _condition, made by the first blocking waiter
-    _node = None  # the Node that runs the call (joined inside a worker)
 
     def __init__(self):
-        # Written here although the class has them: an instance whose attributes are all
-        # written in one order keeps them inline (CPython's shared keys), the fastest.
-        # Executor.submit makes futures in C with the same stores, in this order
-        # (csrc/py/executor.c's new_future): keep the two alike.
         self._condition = _Lock()
+        self._node = None          # the Node that runs the call (joined inside a worker)
         self._state = PENDING
         self._result = None
         self._exception = None
-        self._cv = None
-        self._node = None
+        self._cv = None            # the Condition over _condition, made by a blocking waiter
+        self._any_waiters = False
+        self._done_callbacks = ()  # a list once a callback is added (add_done_callback)
 
     # ------------------------------------------------------------------ waiting
     def _sleep(self, timeout):
@@ -214,50 +212,31 @@ class Future(_cf.Future):
             self._invoke_callbacks()
 
     # ------------------------------------------------------------------ the worker's side
-    def _tg_run(self, fn, args, kwargs):
-        """Runs fn(*args, **kwargs) and stores its outcome, unless the future was cancelled
-        first (then it is marked notified, as ``set_running_or_notify_cancel`` does). Called
-        once, on the worker, by the node's work item. The per-call path: what
-        set_running_or_notify_cancel and set_result do, inline, with their slow parts
-        (waiters, a blocking waiter's Condition, callbacks) only when there are any."""
-        lock = self._condition
-        lock.acquire()
-        state = self._state
-        if state is not PENDING:
+    # The call itself runs in C (csrc/py/executor.c's run_call: PENDING -> RUNNING, the call,
+    # RUNNING -> FINISHED with the result, the callbacks), with every other case here.
+    def _tg_start(self):
+        """The call is about to run and the future was not PENDING: True if it may run
+        (PENDING after all), else False, a cancelled future being marked notified as
+        ``set_running_or_notify_cancel`` does (the call then never runs)."""
+        with self._condition:
+            state = self._state
+            if state is PENDING:
+                self._state = RUNNING
+                return True
             if state is CANCELLED:
                 self._state = CANCELLED_AND_NOTIFIED
                 if self._any_waiters:
                     for waiter in self._waiters:
                         waiter.add_cancelled(self)
-            lock.release()
-            return
-        self._state = RUNNING
-        lock.release()
-        try:
-            result = fn(*args) if kwargs is None else fn(*args, **kwargs)
-        except BaseException as exc:
-            node = _current_node()
-            exc.add_note(f"taskgraph.Executor: raised by task "
-                         f"{node.key if node is not None else '?'} on thread "
-                         f"{threading.current_thread().name}")
-            self.set_exception(exc)
-            self = None  # no cycle: the traceback holds this frame
-            return
-        lock.acquire()
-        if self._state is not RUNNING:  # completed by hand meanwhile
-            lock.release()
-            self.set_result(result)  # raises InvalidStateError, as it would have
-            return
-        self._result = result
-        self._state = FINISHED
-        if self._any_waiters:
-            for waiter in self._waiters:
-                waiter.add_result(self)
-        if self._cv is not None:
-            self._cv.notify_all()
-        lock.release()
-        if self._done_callbacks:
-            self._invoke_callbacks()
+            return False
+
+    def _tg_failed(self, exc):
+        """The call raised exc (any BaseException): noted (task, thread) and stored."""
+        node = _current_node()
+        exc.add_note(f"taskgraph.Executor: raised by task "
+                     f"{node.key if node is not None else '?'} on thread "
+                     f"{threading.current_thread().name}")
+        self.set_exception(exc)
 
     def _tg_never_ran(self):
         """The call was dropped without running (its node was skipped: the executor was shut
@@ -277,4 +256,4 @@ class Future(_cf.Future):
 
 
 # Executor.submit makes its futures in C (csrc/py/executor.c), with __init__'s stores.
-core._exec_configure(Future, _Lock, PENDING)
+core._exec_configure(Future, _Lock, PENDING, RUNNING, FINISHED)

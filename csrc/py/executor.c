@@ -8,9 +8,10 @@
  * work meanwhile: nested submits never deadlock); anywhere else (the user's threads, a task
  * of another scheduler) it is claimed for the executor's run and injected (submit.c).
  *
- * The item never fails its node: calling it runs Future._tg_run(fn, args, kwargs), which
- * stores fn's outcome in the future; an error escaping that (a bug, or a user who completed
- * the future by hand) goes to sys.unraisablehook. So one failing call never cancels the
+ * The item never fails its node: calling it runs the call and stores its outcome in the
+ * future (run_call: the common cases here, the others in the Future's own methods); an error
+ * escaping that (a bug, or a user who completed the future by hand) goes to
+ * sys.unraisablehook. So one failing call never cancels the
  * others, as it would in a compute (fail fast). An item dropped without having been called
  * (its node was skipped: shutdown(cancel_futures=True), the scheduler closed, the queues
  * drained) cancels its future from its finalizer (Future._tg_never_ran), so no future is left
@@ -37,41 +38,58 @@ typedef struct {
     PyObject *kwargs; /* dict, or NULL */
 } ItemObject;
 
-static PyObject *str_run, *str_never_ran, *str_name;
-/* The future's attributes, in the order its __init__ writes them (taskgraph/
- * _executor_future.py): written in one order, CPython keeps them inline (shared keys). */
-enum { F_CONDITION, F_STATE, F_RESULT, F_EXCEPTION, F_CV, F_NODE, F_NATTRS };
+static PyObject *str_never_ran, *str_name;
+/* The future's attributes: slots of its class (taskgraph/_executor_future.py), in that
+ * class's __slots__ order. new_future fills them straight after allocation, at the offsets
+ * their member descriptors give (read once, by _exec_configure); afterwards they are read
+ * and written through the descriptors (thread-safe on free-threaded builds). */
+enum { F_CONDITION, F_NODE, F_STATE, F_RESULT, F_EXCEPTION, F_CV, F_ANY_WAITERS,
+       F_DONE_CALLBACKS, F_NATTRS };
 static PyObject *str_attr[F_NATTRS];
+static Py_ssize_t slot_offset[F_NATTRS];
+#define SLOT(f, i) (*(PyObject **)((char *)(f) + slot_offset[i]))
+#define TG_T_OBJECT_EX 16 /* structmember.h's T_OBJECT_EX (Py_T_OBJECT_EX from 3.12) */
+/* Other names the call's fast path uses (see run_call). */
+static PyObject *str_acquire, *str_release, *str_start, *str_failed, *str_set_result,
+    *str_invoke_callbacks;
 /* Set once by _exec_configure (taskgraph/executor.py, at import; strong, process-wide like
  * the module's other hooks): the Future class, the lock type its _condition is, and the
  * PENDING state. */
-static PyObject *future_type, *lock_type, *pending;
+static PyObject *future_type, *lock_type, *pending, *running, *finished, *no_callbacks;
 
 int tg_executor_init(void) {
-    static const char *attrs[F_NATTRS] = {"_condition", "_state", "_result", "_exception",
-                                          "_cv", "_node"};
-    if (!str_run && !(str_run = PyUnicode_InternFromString("_tg_run"))) return -1;
+    static const char *attrs[F_NATTRS] = {"_condition", "_node", "_state", "_result",
+                                          "_exception", "_cv", "_any_waiters",
+                                          "_done_callbacks"};
     if (!str_never_ran && !(str_never_ran = PyUnicode_InternFromString("_tg_never_ran"))) return -1;
     if (!str_name && !(str_name = PyUnicode_InternFromString("__name__"))) return -1;
     for (int i = 0; i < F_NATTRS; i++)
         if (!str_attr[i] && !(str_attr[i] = PyUnicode_InternFromString(attrs[i]))) return -1;
+    struct { PyObject **slot; const char *s; } more[] = {
+        {&str_acquire, "acquire"}, {&str_release, "release"}, {&str_start, "_tg_start"},
+        {&str_failed, "_tg_failed"}, {&str_set_result, "set_result"},
+        {&str_invoke_callbacks, "_invoke_callbacks"},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+        if (!*more[i].slot && !(*more[i].slot = PyUnicode_InternFromString(more[i].s))) return -1;
     return 0;
 }
 
-/* A new future, as Future() makes it (its __init__'s stores, done here without running
- * Python), its _node still None. NULL with an error. */
+/* A new future, as Future() makes it: its slots filled as its __init__ does (_node None),
+ * without running Python. Nobody else can see it yet. NULL with an error. */
 static PyObject *new_future(void) {
     PyTypeObject *tp = (PyTypeObject *)future_type;
     PyObject *noargs = PyTuple_New(0); /* the empty tuple is a singleton: no allocation */
     PyObject *f = noargs ? tp->tp_new(tp, noargs, NULL) : NULL;
     Py_XDECREF(noargs);
-    if (!f) return NULL;
-    PyObject *lock = PyObject_CallNoArgs(lock_type);
-    PyObject *vals[F_NATTRS] = {lock, pending, Py_None, Py_None, Py_None, Py_None};
-    int err = !lock;
-    for (int i = 0; i < F_NATTRS && !err; i++) err = PyObject_SetAttr(f, str_attr[i], vals[i]) < 0;
-    Py_XDECREF(lock);
-    if (err) Py_CLEAR(f);
+    PyObject *lock = f ? PyObject_CallNoArgs(lock_type) : NULL;
+    if (!lock) {
+        Py_XDECREF(f);
+        return NULL;
+    }
+    PyObject *vals[F_NATTRS] = {lock, Py_None, pending, Py_None, Py_None, Py_None, Py_False,
+                                no_callbacks};
+    for (int i = 0; i < F_NATTRS; i++) SLOT(f, i) = i ? Py_NewRef(vals[i]) : lock; /* slots were NULL */
     return f;
 }
 
@@ -102,8 +120,109 @@ static void item_dealloc(ItemObject *it) {
     Py_TYPE(it)->tp_free((PyObject *)it);
 }
 
-/* The node's function: runs the call through the future (Future._tg_run), once. Returns
- * None whatever happens (see the top of the file). */
+/* lock.acquire() / lock.release() of the future's _condition (an RLock). -1 with an error. */
+static int lock_call(PyObject *lock, PyObject *how) {
+    PyObject *r = PyObject_CallMethodNoArgs(lock, how);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* f._state is `want` (a borrowed str: the states are compared by identity, as the module's
+ * constants, as Future._tg_start's `is` does). 1, 0, or -1 with an error. */
+static int state_is(PyObject *f, PyObject *want) {
+    PyObject *st = PyObject_GetAttr(f, str_attr[F_STATE]);
+    if (!st) return -1;
+    int is = st == want;
+    Py_DECREF(st);
+    return is;
+}
+
+/* PENDING -> RUNNING under the future's lock (set_running_or_notify_cancel's common case).
+ * 1 if the call is to run; 0 if not (cancelled: Future._tg_start told its waiters); -1. */
+static int start_call(PyObject *f, PyObject *lock) {
+    if (lock_call(lock, str_acquire) < 0) return -1;
+    int pend = state_is(f, pending);
+    if (pend > 0 && PyObject_SetAttr(f, str_attr[F_STATE], running) < 0) pend = -1;
+    PyObject *exc = PyErr_GetRaisedException();
+    int rel = lock_call(lock, str_release);
+    if (exc) {
+        Py_XDECREF(PyErr_GetRaisedException());
+        PyErr_SetRaisedException(exc);
+        return -1;
+    }
+    if (rel < 0) return -1;
+    if (pend) return pend;
+    PyObject *r = PyObject_CallMethodNoArgs(f, str_start); /* the rest, in Python */
+    if (!r) return -1;
+    int go = r == Py_True;
+    Py_DECREF(r);
+    return go;
+}
+
+/* RUNNING -> FINISHED with result r under the future's lock (set_result's common case: no
+ * waiter of concurrent.futures.wait, no blocking result() to wake), then the callbacks, if
+ * any. Otherwise Future.set_result does it all. 0, or -1 with an error. */
+static int finish_call(PyObject *f, PyObject *lock, PyObject *r) {
+    if (lock_call(lock, str_acquire) < 0) return -1;
+    int fast = state_is(f, running);
+    PyObject *w = fast > 0 ? PyObject_GetAttr(f, str_attr[F_ANY_WAITERS]) : NULL;
+    PyObject *cv = w ? PyObject_GetAttr(f, str_attr[F_CV]) : NULL;
+    if (fast > 0) fast = !cv ? -1 : w == Py_False && cv == Py_None;
+    Py_XDECREF(w);
+    Py_XDECREF(cv);
+    if (fast > 0 && (PyObject_SetAttr(f, str_attr[F_RESULT], r) < 0 ||
+                     PyObject_SetAttr(f, str_attr[F_STATE], finished) < 0))
+        fast = -1;
+    PyObject *exc = PyErr_GetRaisedException();
+    int rel = lock_call(lock, str_release);
+    if (exc) {
+        Py_XDECREF(PyErr_GetRaisedException());
+        PyErr_SetRaisedException(exc);
+        return -1;
+    }
+    if (rel < 0) return -1;
+    if (!fast) { /* waiters, a Condition to notify, or completed by hand: the full method */
+        PyObject *x = PyObject_CallMethodOneArg(f, str_set_result, r);
+        Py_XDECREF(x);
+        return x ? 0 : -1;
+    }
+    PyObject *cbs = PyObject_GetAttr(f, str_attr[F_DONE_CALLBACKS]); /* () until one is added */
+    int any = cbs ? PyObject_IsTrue(cbs) : -1;
+    Py_XDECREF(cbs);
+    if (any <= 0) return any;
+    PyObject *x = PyObject_CallMethodNoArgs(f, str_invoke_callbacks);
+    Py_XDECREF(x);
+    return x ? 0 : -1;
+}
+
+/* The call: what Future.set_running_or_notify_cancel, the call and Future.set_result (or
+ * set_exception, through Future._tg_failed) do, with the common cases here and every other
+ * case in the Future's own methods (taskgraph/_executor_future.py). */
+static int run_call(PyObject *f, PyObject *fn, PyObject *a, PyObject *k) {
+    PyObject *lock = PyObject_GetAttr(f, str_attr[F_CONDITION]);
+    if (!lock) return -1;
+    int go = start_call(f, lock);
+    int err = go < 0;
+    if (go > 0) {
+        PyObject *r = PyObject_Call(fn, a, k);
+        if (r) {
+            err = finish_call(f, lock, r) < 0;
+            Py_DECREF(r);
+        } else { /* fn raised: Future._tg_failed notes and stores it */
+            PyObject *exc = PyErr_GetRaisedException();
+            PyObject *x = PyObject_CallMethodOneArg(f, str_failed, exc);
+            Py_DECREF(exc);
+            err = !x;
+            Py_XDECREF(x);
+        }
+    }
+    Py_DECREF(lock);
+    return err ? -1 : 0;
+}
+
+/* The node's function: runs the call and completes the future (run_call), once. Returns None
+ * whatever happens (see the top of the file). */
 static PyObject *item_call(ItemObject *it, PyObject *args, PyObject *kw) {
     if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
         PyErr_SetString(PyExc_TypeError, "an executor work item takes no arguments");
@@ -112,19 +231,18 @@ static PyObject *item_call(ItemObject *it, PyObject *args, PyObject *kw) {
     /* Only the node's runner calls it: the references are taken out here, once. */
     PyObject *f = it->future, *fn = it->fn, *a = it->args, *k = it->kwargs;
     it->future = it->fn = it->args = it->kwargs = NULL;
-    if (!f) { /* called twice (not by taskgraph): nothing left to run */
-        Py_XDECREF(fn);
-        Py_XDECREF(a);
-        Py_XDECREF(k);
-        Py_RETURN_NONE;
+    if (f && run_call(f, fn, a, k) < 0) { /* an internal error (or the future completed by
+                                            * hand): into the future if it can still take it */
+        PyObject *err = PyErr_GetRaisedException();
+        PyObject *x = PyObject_CallMethodOneArg(f, str_failed, err);
+        if (x) Py_DECREF(x);
+        else PyErr_Clear();
+        PyErr_SetRaisedException(err);
+        PyErr_WriteUnraisable(f); /* never fails the node: see the top of the file */
     }
-    PyObject *argv[5] = {NULL, f, fn, a, k ? k : Py_None};
-    PyObject *r = PyObject_VectorcallMethod(str_run, argv + 1, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (r) Py_DECREF(r);
-    else PyErr_WriteUnraisable(f); /* never fails the node: see the top of the file */
-    Py_DECREF(f);
-    Py_DECREF(fn);
-    Py_DECREF(a);
+    Py_XDECREF(f);
+    Py_XDECREF(fn);
+    Py_XDECREF(a);
     Py_XDECREF(k);
     Py_RETURN_NONE;
 }
@@ -140,17 +258,27 @@ PyTypeObject TG_ExecItemType = {
     .tp_finalize = (destructor)item_finalize,
 };
 
-/* The node's name (trace records, keys): fn.__name__ when it is a str, else its type's name.
- * New reference, interned; NULL with an error. */
+/* The node's name (trace records, keys): a Python function's own name (a bound method's
+ * function's), else fn.__name__ when it is a str, else its type's name. New reference,
+ * interned (a function's name is already: no lookup then). NULL with an error. */
 static PyObject *name_of(PyObject *fn) {
+    PyObject *f = PyMethod_Check(fn) ? PyMethod_GET_FUNCTION(fn) : fn;
     PyObject *name = NULL;
-    if (PyObject_GetOptionalAttr(fn, str_name, &name) < 0) return NULL;
-    if (!name || !PyUnicode_CheckExact(name)) {
-        Py_XDECREF(name);
-        name = PyUnicode_FromString(Py_TYPE(fn)->tp_name);
+    if (PyFunction_Check(f)) {
+        name = Py_NewRef(((PyFunctionObject *)f)->func_name); /* the common case: no lookup */
+    } else {
+        if (PyObject_GetOptionalAttr(fn, str_name, &name) < 0) return NULL;
+        if (!name || !PyUnicode_CheckExact(name)) {
+            Py_XDECREF(name);
+            name = PyUnicode_FromString(Py_TYPE(fn)->tp_name);
+            if (!name) return NULL;
+        }
+    }
+    if (!PyUnicode_CheckExact(name)) { /* a function's __name__ of a str subclass */
+        Py_SETREF(name, PyUnicode_FromString(Py_TYPE(fn)->tp_name));
         if (!name) return NULL;
     }
-    PyUnicode_InternInPlace(&name);
+    if (!PyUnicode_CHECK_INTERNED(name)) PyUnicode_InternInPlace(&name);
     return name;
 }
 
@@ -197,13 +325,13 @@ static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t ar
     /* Injected: dropped by the worker that runs it, or by the user (see node.c); given up
      * while nobody else holds it yet. */
     if (n && !spawn) tg_node_unown(n);
-    if (!n || PyObject_SetAttr(f, str_attr[F_NODE], (PyObject *)n) < 0) {
+    if (!n) {
         Py_CLEAR(it->future); /* nobody will see this future: no cancel to report */
         Py_DECREF(it);
-        Py_XDECREF(n);
         Py_DECREF(f);
         return NULL;
     }
+    Py_SETREF(SLOT(f, F_NODE), Py_NewRef((PyObject *)n)); /* nobody else sees f yet */
     Py_DECREF(it); /* the node holds it */
     int err;
     if (spawn) {
@@ -221,14 +349,33 @@ static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t ar
     return f;
 }
 
-/* _exec_configure(future_type, lock_type, pending): what _exec_submit makes futures with. */
+/* _exec_configure(future_type, lock_type, PENDING, RUNNING, FINISHED): what _exec_submit makes
+ * futures with, and the states (concurrent.futures._base's) a work item moves them through. */
 static PyObject *exec_configure(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *ft, *lt, *p;
-    if (!PyArg_ParseTuple(args, "O!OU:_exec_configure", &PyType_Type, &ft, &lt, &p)) return NULL;
+    PyObject *ft, *lt, *p, *r, *f;
+    if (!PyArg_ParseTuple(args, "O!OUUU:_exec_configure", &PyType_Type, &ft, &lt, &p, &r, &f))
+        return NULL;
+    Py_ssize_t offs[F_NATTRS];
+    for (int i = 0; i < F_NATTRS; i++) { /* each a slot holding an object */
+        PyObject *d = PyObject_GetAttr(ft, str_attr[i]);
+        if (!d) return NULL;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == TG_T_OBJECT_EX;
+        offs[i] = ok ? ((PyMemberDescrObject *)d)->d_member->offset : 0;
+        Py_DECREF(d);
+        if (!ok)
+            return PyErr_Format(PyExc_TypeError, "_exec_configure: %R.%U is not a slot", ft, str_attr[i]);
+    }
+    PyObject *empty = PyTuple_New(0);
+    if (!empty) return NULL;
+    memcpy(slot_offset, offs, sizeof offs);
+    Py_XSETREF(no_callbacks, empty);
     Py_XSETREF(future_type, Py_NewRef(ft));
     Py_XSETREF(lock_type, Py_NewRef(lt));
     Py_XSETREF(pending, Py_NewRef(p));
+    Py_XSETREF(running, Py_NewRef(r));
+    Py_XSETREF(finished, Py_NewRef(f));
     Py_RETURN_NONE;
 }
 
@@ -263,7 +410,8 @@ PyMethodDef tg_executor_methods[] = {
     {"_exec_submit", (PyCFunction)(void (*)(void))exec_submit, METH_FASTCALL,
      "_exec_submit(run, fn, args, kwargs) -> Future (taskgraph.Executor.submit)."},
     {"_exec_configure", exec_configure, METH_VARARGS,
-     "_exec_configure(future_type, lock_type, pending): how _exec_submit makes futures."},
+     "_exec_configure(future_type, lock_type, PENDING, RUNNING, FINISHED): the future class "
+     "_exec_submit makes and the states its work items move it through."},
     {"_exec_hold", exec_hold, METH_O, "_exec_hold(run): hold the executor's run open."},
     {"_exec_release", exec_release, METH_O, "_exec_release(run): let go of _exec_hold's hold."},
     {NULL, NULL, 0, NULL},
