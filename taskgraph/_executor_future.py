@@ -102,15 +102,11 @@ class Future(_cf.Future):
             if node is not None:
                 node.exception()  # joins; the node never fails (its work item catches all)
 
-    def result(self, timeout=None):
-        """As ``concurrent.futures.Future.result``; inside a task, without a timeout, it joins
-        (see the module's docstring)."""
-        with self._condition:  # the common case first: finished with a result
-            if self._state is FINISHED and self._exception is None:
-                return self._result
-        return self._result_slow(timeout)
-
-    def _result_slow(self, timeout):
+    # result(timeout=None) is installed by core._exec_configure (below): the common case
+    # (finished with a value) in C (csrc/py/executor.c's future_result), the rest here.
+    def _result_slow(self, timeout=None):
+        """result() but for its common case: as ``concurrent.futures.Future.result``; inside
+        a task, without a timeout, it joins (see the module's docstring)."""
         if timeout is None:
             self._join()
         try:

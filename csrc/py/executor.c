@@ -51,7 +51,7 @@ static Py_ssize_t slot_offset[F_NATTRS];
 #define TG_T_OBJECT_EX 16 /* structmember.h's T_OBJECT_EX (Py_T_OBJECT_EX from 3.12) */
 /* Other names the call's fast path uses (see run_call). */
 static PyObject *str_acquire, *str_release, *str_start, *str_failed, *str_set_result,
-    *str_invoke_callbacks;
+    *str_invoke_callbacks, *str_result, *str_result_slow;
 /* Set once by _exec_configure (taskgraph/executor.py, at import; strong, process-wide like
  * the module's other hooks): the Future class, the lock type its _condition is, and the
  * PENDING state. */
@@ -68,7 +68,8 @@ int tg_executor_init(void) {
     struct { PyObject **slot; const char *s; } more[] = {
         {&str_acquire, "acquire"}, {&str_release, "release"}, {&str_start, "_tg_start"},
         {&str_failed, "_tg_failed"}, {&str_set_result, "set_result"},
-        {&str_invoke_callbacks, "_invoke_callbacks"},
+        {&str_invoke_callbacks, "_invoke_callbacks"}, {&str_result, "result"},
+        {&str_result_slow, "_result_slow"},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         if (!*more[i].slot && !(*more[i].slot = PyUnicode_InternFromString(more[i].s))) return -1;
@@ -81,8 +82,9 @@ static PyObject *new_future(void) {
     PyTypeObject *tp = (PyTypeObject *)future_type;
     PyObject *noargs = PyTuple_New(0); /* the empty tuple is a singleton: no allocation */
     PyObject *f = noargs ? tp->tp_new(tp, noargs, NULL) : NULL;
+    PyTypeObject *lt = (PyTypeObject *)lock_type; /* a C type whose tp_new does it all */
+    PyObject *lock = f ? lt->tp_new(lt, noargs, NULL) : NULL;
     Py_XDECREF(noargs);
-    PyObject *lock = f ? PyObject_CallNoArgs(lock_type) : NULL;
     if (!lock) {
         Py_XDECREF(f);
         return NULL;
@@ -349,6 +351,41 @@ static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t ar
     return f;
 }
 
+/* Future.result(timeout=None), installed on the class by _exec_configure: the common case
+ * (finished with a value: one lock, two reads) here, everything else in Python
+ * (Future._result_slow, taskgraph/_executor_future.py), with the same arguments. */
+static PyObject *future_result(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
+                               PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    int plain = !kwnames && (nargs == 0 || (nargs == 1 && args[0] == Py_None));
+    PyObject *lock = plain ? SLOT(self, F_CONDITION) : NULL; /* set once, before anyone saw self */
+    if (lock) {
+        if (lock_call(lock, str_acquire) < 0) return NULL;
+        /* Under the lock the completer holds for its stores: plain reads are ordered. */
+        PyObject *r = SLOT(self, F_STATE) == finished && SLOT(self, F_EXCEPTION) == Py_None
+                          ? Py_XNewRef(SLOT(self, F_RESULT)) : NULL;
+        if (lock_call(lock, str_release) < 0) {
+            Py_XDECREF(r);
+            return NULL;
+        }
+        if (r) return r;
+    }
+    PyObject *argv[3] = {NULL, self, NULL};
+    if (nargs > 1 || kwnames) { /* Python's own message for bad arguments */
+        PyObject *m = PyObject_GetAttr(self, str_result_slow);
+        PyObject *out = m ? PyObject_Vectorcall(m, args, nargs, kwnames) : NULL;
+        Py_XDECREF(m);
+        return out;
+    }
+    argv[2] = nargs ? args[0] : Py_None;
+    return PyObject_VectorcallMethod(str_result_slow, argv + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyMethodDef future_result_def = {
+    "result", (PyCFunction)(void (*)(void))future_result, METH_FASTCALL | METH_KEYWORDS,
+    "result(timeout=None): as concurrent.futures.Future.result; inside a task, without a "
+    "timeout, it joins the call's node (the worker runs other work meanwhile)."};
+
 /* _exec_configure(future_type, lock_type, PENDING, RUNNING, FINISHED): what _exec_submit makes
  * futures with, and the states (concurrent.futures._base's) a work item moves them through. */
 static PyObject *exec_configure(PyObject *mod, PyObject *args) {
@@ -370,6 +407,13 @@ static PyObject *exec_configure(PyObject *mod, PyObject *args) {
     PyObject *empty = PyTuple_New(0);
     if (!empty) return NULL;
     memcpy(slot_offset, offs, sizeof offs);
+    PyObject *descr = PyDescr_NewMethod((PyTypeObject *)ft, &future_result_def);
+    if (!descr || PyObject_SetAttr(ft, str_result, descr) < 0) {
+        Py_XDECREF(descr);
+        Py_DECREF(empty);
+        return NULL;
+    }
+    Py_DECREF(descr);
     Py_XSETREF(no_callbacks, empty);
     Py_XSETREF(future_type, Py_NewRef(ft));
     Py_XSETREF(lock_type, Py_NewRef(lt));
