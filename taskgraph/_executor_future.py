@@ -102,7 +102,8 @@ class Future(_cf.Future):
             if node is not None:
                 node.exception()  # joins; the node never fails (its work item catches all)
 
-    # result(timeout=None) is installed by core._exec_configure (below): the common case
+    # result(timeout=None) is installed by core._exec_configure (taskgraph/executor.py): the
+    # common case
     # (finished with a value) in C (csrc/py/executor.c's future_result), the rest here.
     def _result_slow(self, timeout=None):
         """result() but for its common case: as ``concurrent.futures.Future.result``; inside
@@ -250,6 +251,3 @@ class Future(_cf.Future):
         if state == PENDING:
             self._invoke_callbacks()
 
-
-# Executor.submit makes its futures in C (csrc/py/executor.c), with __init__'s stores.
-core._exec_configure(Future, _Lock, PENDING, RUNNING, FINISHED)

@@ -2,10 +2,10 @@
 code written against ``ThreadPoolExecutor``.
 
 Each executor has a Scheduler of its own and one run (an ``Engine`` run held open until
-shutdown) that every call joins. ``submit`` is one C call (``core._exec_submit``, csrc/py/
-executor.c) that makes the node of the call and puts it on the pool: spawned onto the
-worker's deque inside one of the executor's own tasks (so a task that waits for a future it
-submitted joins it, and nested submits never deadlock), injected anywhere else. ``map``
+shutdown) that every call joins. ``submit`` is written in C (csrc/py/executor.c): it makes
+the future and the node of the call and puts the node on the pool: spawned onto the worker's
+deque inside one of the executor's own tasks (so a task that waits for a future it submitted
+joins it, and nested submits never deadlock), injected anywhere else. ``map``
 runs the calls in range tasks split adaptively, with ``tg.map``'s machinery
 (taskgraph/_map.py), and yields the results in order (taskgraph/_executor_map.py).
 
@@ -23,17 +23,18 @@ import threading
 import time
 import weakref
 from concurrent import futures as _cf
+from concurrent.futures._base import FINISHED, PENDING, RUNNING
 from concurrent.futures.thread import BrokenThreadPool
 
 from taskgraph._native import core
-from taskgraph.errors import BrokenSchedulerError, SchedulerClosedError
+from taskgraph.errors import BrokenSchedulerError
 from taskgraph.scheduler import Scheduler, usable_cpus
+from taskgraph import _executor_future as _future
 from taskgraph._executor_future import Future
 from taskgraph import _executor_map
 
 __all__ = ["Executor", "Future"]
 
-_exec_submit = core._exec_submit
 _counter = itertools.count()
 _pools = set()          # pools not shut down yet (strong references; see the docstring)
 _pools_lock = threading.Lock()
@@ -122,6 +123,10 @@ class Executor(_cf.Executor):
     ``submit`` and ``map`` raise ``concurrent.futures.thread.BrokenThreadPool``.
     """
 
+    # What submit (C) reads per call, as slots: a member descriptor's read, or (_shutdown)
+    # one pointer compared (csrc/py/executor.c's executor_submit).
+    __slots__ = ("_run", "_shutdown")
+
     def __init__(self, max_workers=None, thread_name_prefix="", initializer=None, initargs=()):
         if max_workers is None:
             max_workers = usable_cpus()
@@ -159,27 +164,19 @@ class Executor(_cf.Executor):
         return self._pool.sched
 
     # ------------------------------------------------------------------ submit
-    def submit(self, fn, /, *args, **kwargs):
-        """Schedules ``fn(*args, **kwargs)`` and returns its ``concurrent.futures.Future``
-        (a subclass: taskgraph.executor.Future).
-
-        Outside a worker the call is queued for the pool (FIFO with other submits); inside
-        one of this executor's calls it is pushed onto that worker's deque (idle workers steal
-        it), and ``result()`` on the future, there, joins: the worker runs other calls until
-        it is done, so nested submits never deadlock, to any depth. Errors: ``TypeError`` if
-        ``fn`` is not callable; ``RuntimeError`` after ``shutdown()`` or once the interpreter
-        is exiting; ``BrokenThreadPool`` if an initializer failed. Exceptions ``fn`` raises
-        go into the future (with a note naming the task and thread). Cancel:
-        ``future.cancel()`` before the call starts means it never runs.
-        """
-        if self._shutdown or _exiting:
-            raise self._refusal()
-        try:
-            return _exec_submit(self._run, fn, args, kwargs)  # a new Future
-        except SchedulerClosedError as e:  # closed under us (fork, broken, a racing shutdown)
-            raise self._refusal(e) from e
+    # submit(fn, /, *args, **kwargs) is written in C and installed by core._exec_configure
+    # (below; csrc/py/executor.c's executor_submit): it returns a new Future for
+    # fn(*args, **kwargs). Outside a worker the call is queued for the pool; inside one of
+    # this executor's calls it is pushed onto that worker's deque (idle workers steal it), and
+    # result() on the future there joins: the worker runs other calls until it is done, so
+    # nested submits never deadlock, to any depth. Errors: TypeError if fn is not callable;
+    # RuntimeError after shutdown() or once the interpreter is exiting; BrokenThreadPool if an
+    # initializer failed (what _refusal returns). Exceptions fn raises go into the future
+    # (with a note naming the task and thread). Cancel: future.cancel() before the call
+    # starts means it never runs.
 
     def _refusal(self, cause=None):
+        """The exception a refused submit raises (submit chains it to cause)."""
         if self._broken:
             return BrokenThreadPool(self._broken)
         if isinstance(cause, BrokenSchedulerError):
@@ -264,11 +261,15 @@ class Executor(_cf.Executor):
             self.shutdown(wait=True)
 
 
+core._exec_configure(Future, _future._Lock, PENDING, RUNNING, FINISHED, Executor)
+
+
 def _python_exit():
     """At interpreter exit (before the atexit handlers): no new work; every pool finishes
     what it was given, then closes (as ThreadPoolExecutor's workers finish their queues)."""
     global _exiting
     _exiting = True
+    core._exec_exiting()
     with _pools_lock:
         pools = list(_pools)
     for p in pools:

@@ -31,11 +31,12 @@
 #include "executor.h"
 
 typedef struct {
-    PyObject_HEAD
-    PyObject *future; /* the Future to complete, or NULL once called (or cancelled) */
+    PyObject_VAR_HEAD     /* ob_size: the argument slots below */
+    PyObject *future;     /* the Future to complete, or NULL once called (or cancelled) */
     PyObject *fn;
-    PyObject *args;   /* tuple */
-    PyObject *kwargs; /* dict, or NULL */
+    PyObject *kwnames;    /* the keyword names (tuple), or NULL */
+    Py_ssize_t nargs;     /* how many of args[] are positional; the rest keyword values */
+    PyObject *args[1];    /* the arguments as submit() got them (vectorcall: no tuple) */
 } ItemObject;
 
 static PyObject *str_never_ran, *str_name;
@@ -51,7 +52,8 @@ static Py_ssize_t slot_offset[F_NATTRS];
 #define TG_T_OBJECT_EX 16 /* structmember.h's T_OBJECT_EX (Py_T_OBJECT_EX from 3.12) */
 /* Other names the call's fast path uses (see run_call). */
 static PyObject *str_acquire, *str_release, *str_start, *str_failed, *str_set_result,
-    *str_invoke_callbacks, *str_result, *str_result_slow;
+    *str_invoke_callbacks, *str_result, *str_result_slow, *str_submit, *str_shutdown, *str_run,
+    *str_refusal;
 /* Set once by _exec_configure (taskgraph/executor.py, at import; strong, process-wide like
  * the module's other hooks): the Future class, the lock type its _condition is, and the
  * PENDING state. */
@@ -69,7 +71,8 @@ int tg_executor_init(void) {
         {&str_acquire, "acquire"}, {&str_release, "release"}, {&str_start, "_tg_start"},
         {&str_failed, "_tg_failed"}, {&str_set_result, "set_result"},
         {&str_invoke_callbacks, "_invoke_callbacks"}, {&str_result, "result"},
-        {&str_result_slow, "_result_slow"},
+        {&str_result_slow, "_result_slow"}, {&str_submit, "submit"},
+        {&str_shutdown, "_shutdown"}, {&str_run, "_run"}, {&str_refusal, "_refusal"},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         if (!*more[i].slot && !(*more[i].slot = PyUnicode_InternFromString(more[i].s))) return -1;
@@ -95,12 +98,11 @@ static PyObject *new_future(void) {
     return f;
 }
 
-static int item_clear(ItemObject *it) {
+static void item_clear(ItemObject *it) {
     Py_CLEAR(it->future);
     Py_CLEAR(it->fn);
-    Py_CLEAR(it->args);
-    Py_CLEAR(it->kwargs);
-    return 0;
+    Py_CLEAR(it->kwnames);
+    for (Py_ssize_t i = 0; i < Py_SIZE(it); i++) Py_CLEAR(it->args[i]);
 }
 
 /* Dropped without having been called: its future is cancelled (Future._tg_never_ran). */
@@ -122,9 +124,13 @@ static void item_dealloc(ItemObject *it) {
     Py_TYPE(it)->tp_free((PyObject *)it);
 }
 
-/* lock.acquire() / lock.release() of the future's _condition (an RLock). -1 with an error. */
+/* lock.acquire() / lock.release() of the future's _condition (an RLock), through the lock
+ * type's own method descriptors (looked up once by _exec_configure: a method lookup by name
+ * costs about 1,000 instructions on 3.13t). -1 with an error. */
+static PyObject *lock_acquire, *lock_release;
+
 static int lock_call(PyObject *lock, PyObject *how) {
-    PyObject *r = PyObject_CallMethodNoArgs(lock, how);
+    PyObject *r = PyObject_Vectorcall(how, &lock, 1, NULL);
     if (!r) return -1;
     Py_DECREF(r);
     return 0;
@@ -143,11 +149,11 @@ static int state_is(PyObject *f, PyObject *want) {
 /* PENDING -> RUNNING under the future's lock (set_running_or_notify_cancel's common case).
  * 1 if the call is to run; 0 if not (cancelled: Future._tg_start told its waiters); -1. */
 static int start_call(PyObject *f, PyObject *lock) {
-    if (lock_call(lock, str_acquire) < 0) return -1;
+    if (lock_call(lock, lock_acquire) < 0) return -1;
     int pend = state_is(f, pending);
     if (pend > 0 && PyObject_SetAttr(f, str_attr[F_STATE], running) < 0) pend = -1;
     PyObject *exc = PyErr_GetRaisedException();
-    int rel = lock_call(lock, str_release);
+    int rel = lock_call(lock, lock_release);
     if (exc) {
         Py_XDECREF(PyErr_GetRaisedException());
         PyErr_SetRaisedException(exc);
@@ -166,7 +172,7 @@ static int start_call(PyObject *f, PyObject *lock) {
  * waiter of concurrent.futures.wait, no blocking result() to wake), then the callbacks, if
  * any. Otherwise Future.set_result does it all. 0, or -1 with an error. */
 static int finish_call(PyObject *f, PyObject *lock, PyObject *r) {
-    if (lock_call(lock, str_acquire) < 0) return -1;
+    if (lock_call(lock, lock_acquire) < 0) return -1;
     int fast = state_is(f, running);
     PyObject *w = fast > 0 ? PyObject_GetAttr(f, str_attr[F_ANY_WAITERS]) : NULL;
     PyObject *cv = w ? PyObject_GetAttr(f, str_attr[F_CV]) : NULL;
@@ -177,7 +183,7 @@ static int finish_call(PyObject *f, PyObject *lock, PyObject *r) {
                      PyObject_SetAttr(f, str_attr[F_STATE], finished) < 0))
         fast = -1;
     PyObject *exc = PyErr_GetRaisedException();
-    int rel = lock_call(lock, str_release);
+    int rel = lock_call(lock, lock_release);
     if (exc) {
         Py_XDECREF(PyErr_GetRaisedException());
         PyErr_SetRaisedException(exc);
@@ -201,13 +207,13 @@ static int finish_call(PyObject *f, PyObject *lock, PyObject *r) {
 /* The call: what Future.set_running_or_notify_cancel, the call and Future.set_result (or
  * set_exception, through Future._tg_failed) do, with the common cases here and every other
  * case in the Future's own methods (taskgraph/_executor_future.py). */
-static int run_call(PyObject *f, PyObject *fn, PyObject *a, PyObject *k) {
+static int run_call(PyObject *f, ItemObject *it) {
     PyObject *lock = PyObject_GetAttr(f, str_attr[F_CONDITION]);
     if (!lock) return -1;
     int go = start_call(f, lock);
     int err = go < 0;
     if (go > 0) {
-        PyObject *r = PyObject_Call(fn, a, k);
+        PyObject *r = PyObject_Vectorcall(it->fn, it->args, (size_t)it->nargs, it->kwnames);
         if (r) {
             err = finish_call(f, lock, r) < 0;
             Py_DECREF(r);
@@ -230,11 +236,12 @@ static PyObject *item_call(ItemObject *it, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_TypeError, "an executor work item takes no arguments");
         return NULL;
     }
-    /* Only the node's runner calls it: the references are taken out here, once. */
-    PyObject *f = it->future, *fn = it->fn, *a = it->args, *k = it->kwargs;
-    it->future = it->fn = it->args = it->kwargs = NULL;
-    if (f && run_call(f, fn, a, k) < 0) { /* an internal error (or the future completed by
-                                            * hand): into the future if it can still take it */
+    /* Only the node's runner calls it, once: the future is taken out first (a second call
+     * finds none), the user's objects are let go right after the call. */
+    PyObject *f = it->future;
+    it->future = NULL;
+    if (f && run_call(f, it) < 0) { /* an internal error (or the future completed by hand):
+                                     * into the future if it can still take it */
         PyObject *err = PyErr_GetRaisedException();
         PyObject *x = PyObject_CallMethodOneArg(f, str_failed, err);
         if (x) Py_DECREF(x);
@@ -243,20 +250,19 @@ static PyObject *item_call(ItemObject *it, PyObject *args, PyObject *kw) {
         PyErr_WriteUnraisable(f); /* never fails the node: see the top of the file */
     }
     Py_XDECREF(f);
-    Py_XDECREF(fn);
-    Py_XDECREF(a);
-    Py_XDECREF(k);
+    item_clear(it);
     Py_RETURN_NONE;
 }
 
 PyTypeObject TG_ExecItemType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "taskgraph._core.ExecItem",
-    .tp_basicsize = sizeof(ItemObject),
+    .tp_basicsize = offsetof(ItemObject, args),
+    .tp_itemsize = sizeof(PyObject *),
     .tp_dealloc = (destructor)item_dealloc,
     .tp_call = (ternaryfunc)item_call,
     .tp_flags = Py_TPFLAGS_DEFAULT, /* not tracked by the collector: see the top of the file */
-    .tp_doc = "One taskgraph.Executor.submit() call (private; made by _exec_submit).",
+    .tp_doc = "One taskgraph.Executor.submit() call (private; made by submit).",
     .tp_finalize = (destructor)item_finalize,
 };
 
@@ -284,33 +290,23 @@ static PyObject *name_of(PyObject *fn) {
     return name;
 }
 
-/* _exec_submit(run, fn, args, kwargs) -> Future: the call fn(*args, **kwargs) as a node of
- * the executor's run, completing a new future (whose _node is that node). Spawned onto this
- * worker's deque inside one of the run's engine's tasks, else claimed and injected.
+/* The call fn(*args[:nargs], **dict(zip(kwnames, args[nargs:]))) as a node of the executor's
+ * run, completing a new future (whose _node is that node), which it returns. Spawned onto
+ * this worker's deque inside one of the run's engine's tasks, else claimed and injected.
  * TypeError if fn is not callable; SchedulerClosedError / BrokenSchedulerError if the engine
  * takes no more work. */
-static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t argc) {
-    (void)mod;
-    if (argc != 4 || !PyObject_TypeCheck(argv[0], &TG_RunType) || !PyTuple_Check(argv[2]) ||
-        (argv[3] != Py_None && !PyDict_Check(argv[3]))) {
-        PyErr_SetString(PyExc_TypeError, "_exec_submit(run, fn, args tuple, kwargs dict or None)");
-        return NULL;
-    }
-    if (!future_type) {
-        PyErr_SetString(PyExc_RuntimeError, "taskgraph._core: _exec_configure was not called");
-        return NULL;
-    }
-    RunObject *run = (RunObject *)argv[0];
-    PyObject *fn = argv[1];
+static PyObject *submit_call(RunObject *run, PyObject *fn, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames) {
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "taskgraph.Executor.submit: fn must be callable, got "
                      "%.100s %.200R", Py_TYPE(fn)->tp_name, fn);
         return NULL;
     }
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *name = name_of(fn);
     if (!name) return NULL;
     PyObject *f = new_future();
-    ItemObject *it = f ? PyObject_New(ItemObject, &TG_ExecItemType) : NULL;
+    ItemObject *it = f ? PyObject_NewVar(ItemObject, &TG_ExecItemType, total) : NULL;
     if (!it) {
         Py_XDECREF(f);
         Py_DECREF(name);
@@ -318,37 +314,97 @@ static PyObject *exec_submit(PyObject *mod, PyObject *const *argv, Py_ssize_t ar
     }
     it->future = Py_NewRef(f);
     it->fn = Py_NewRef(fn);
-    it->args = Py_NewRef(argv[2]);
-    it->kwargs = argv[3] != Py_None && PyDict_GET_SIZE(argv[3]) ? Py_NewRef(argv[3]) : NULL;
+    it->kwnames = total > nargs ? Py_NewRef(kwnames) : NULL;
+    it->nargs = nargs;
+    for (Py_ssize_t i = 0; i < total; i++) it->args[i] = Py_NewRef(args[i]);
     NodeObject *n = tg_node_new((PyObject *)it, name, NULL, NULL, 0, NULL);
     Py_DECREF(name);
-    Runner *W = TG_TLS.worker;
-    int spawn = W && W->current && W->engine == run->owner;
-    /* Injected: dropped by the worker that runs it, or by the user (see node.c); given up
-     * while nobody else holds it yet. */
-    if (n && !spawn) tg_node_unown(n);
     if (!n) {
         Py_CLEAR(it->future); /* nobody will see this future: no cancel to report */
         Py_DECREF(it);
         Py_DECREF(f);
         return NULL;
     }
+    Py_DECREF(it); /* the node holds it (until it ran, or was dropped: see the top) */
+    Runner *W = TG_TLS.worker;
+    int spawn = W && W->current && W->engine == run->owner;
+    /* Injected: dropped by the worker that runs it, or by the user (see node.c); given up
+     * while nobody else holds it yet. */
+    if (!spawn) tg_node_unown(n);
     Py_SETREF(SLOT(f, F_NODE), Py_NewRef((PyObject *)n)); /* nobody else sees f yet */
-    Py_DECREF(it); /* the node holds it */
-    int err;
-    if (spawn) {
-        err = tg_spawn(W, n); /* a child of the running task: a join of it helps */
-    } else {
-        err = tg_submit_one(run, n); /* the run is registered and held: _exec_hold */
-    }
+    int err = spawn ? tg_spawn(W, n) /* a child of the running task: a join of it helps */
+                    : tg_submit_one(run, n); /* the run is registered and held: _exec_hold */
     Py_DECREF(n); /* the future holds it */
-    if (err < 0) {
-        /* Never claimed: the future is dropped, the caller raises instead. */
-        Py_CLEAR(it->future);
+    if (err < 0) { /* never queued: its item cancels the future; the caller raises */
         Py_DECREF(f);
         return NULL;
     }
     return f;
+}
+
+/* Set by _exec_exiting() at interpreter exit (taskgraph/executor.py's _python_exit). Relaxed:
+ * a flag read once per submit; a submit racing with the exit hook may still get in, as it
+ * may with ThreadPoolExecutor. */
+static _Atomic int exiting;
+/* The offset of Executor's _shutdown slot (read by _exec_configure). */
+static Py_ssize_t shutdown_offset;
+
+/* Raises what self._refusal(cause) returns (the executor's RuntimeError or BrokenThreadPool),
+ * chained to cause (stolen, may be NULL). NULL. */
+static PyObject *refuse(PyObject *self, PyObject *cause) {
+    PyObject *exc = PyObject_CallMethodOneArg(self, str_refusal, cause ? cause : Py_None);
+    if (exc) {
+        if (cause) PyException_SetCause(exc, Py_NewRef(cause));
+        PyErr_SetRaisedException(exc);
+    }
+    Py_XDECREF(cause);
+    return NULL;
+}
+
+/* Executor.submit(fn, /, *args, **kwargs), installed on the class by _exec_configure: refused
+ * after shutdown() or at interpreter exit (self._refusal() says with what), else
+ * submit_call on the executor's run (self._run). */
+static PyObject *executor_submit(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "submit() missing 1 required positional argument: 'fn'");
+        return NULL;
+    }
+    /* self._shutdown, a slot: False until shutdown() stores True (or None before __init__).
+     * Relaxed: a hint, as ThreadPoolExecutor's flag read is; the pointer is only compared. */
+    PyObject *shut = atomic_load_explicit((_Atomic(PyObject *) *)((char *)self + shutdown_offset),
+                                          memory_order_relaxed);
+    if (shut != Py_False || atomic_load_explicit(&exiting, memory_order_relaxed))
+        return refuse(self, NULL);
+    PyObject *run = PyObject_GetAttr(self, str_run);
+    if (!run) return NULL;
+    if (!PyObject_TypeCheck(run, &TG_RunType)) {
+        Py_DECREF(run);
+        return PyErr_Format(PyExc_TypeError, "%R has no run of its own", self);
+    }
+    PyObject *f = submit_call((RunObject *)run, args[0], args + 1, nargs - 1, kwnames);
+    Py_DECREF(run);
+    if (!f && PyErr_ExceptionMatches(TG.SchedulerClosedError)) /* closed under us */
+        return refuse(self, PyErr_GetRaisedException());
+    return f;
+}
+
+static PyMethodDef executor_submit_def = {
+    "submit", (PyCFunction)(void (*)(void))executor_submit, METH_FASTCALL | METH_KEYWORDS,
+    "submit($self, fn, /, *args, **kwargs)\n--\n\n"
+    "Schedules fn(*args, **kwargs) and returns its concurrent.futures.Future (see "
+    "taskgraph.Executor and docs/api.md): queued for the pool from outside a worker, pushed "
+    "onto the worker's deque inside one of the executor's calls (result() there joins). "
+    "TypeError if fn is not callable; RuntimeError after shutdown() or at interpreter exit; "
+    "BrokenThreadPool after a failed initializer."};
+
+/* _exec_exiting(): the interpreter is exiting: every submit is refused from now on. */
+static PyObject *exec_exiting(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    atomic_store_explicit(&exiting, 1, memory_order_relaxed); /* see `exiting` */
+    Py_RETURN_NONE;
 }
 
 /* Future.result(timeout=None), installed on the class by _exec_configure: the common case
@@ -360,11 +416,11 @@ static PyObject *future_result(PyObject *self, PyObject *const *args, Py_ssize_t
     int plain = !kwnames && (nargs == 0 || (nargs == 1 && args[0] == Py_None));
     PyObject *lock = plain ? SLOT(self, F_CONDITION) : NULL; /* set once, before anyone saw self */
     if (lock) {
-        if (lock_call(lock, str_acquire) < 0) return NULL;
+        if (lock_call(lock, lock_acquire) < 0) return NULL;
         /* Under the lock the completer holds for its stores: plain reads are ordered. */
         PyObject *r = SLOT(self, F_STATE) == finished && SLOT(self, F_EXCEPTION) == Py_None
                           ? Py_XNewRef(SLOT(self, F_RESULT)) : NULL;
-        if (lock_call(lock, str_release) < 0) {
+        if (lock_call(lock, lock_release) < 0) {
             Py_XDECREF(r);
             return NULL;
         }
@@ -386,12 +442,15 @@ static PyMethodDef future_result_def = {
     "result(timeout=None): as concurrent.futures.Future.result; inside a task, without a "
     "timeout, it joins the call's node (the worker runs other work meanwhile)."};
 
-/* _exec_configure(future_type, lock_type, PENDING, RUNNING, FINISHED): what _exec_submit makes
- * futures with, and the states (concurrent.futures._base's) a work item moves them through. */
+/* _exec_configure(Future, lock_type, PENDING, RUNNING, FINISHED, Executor): the future class
+ * submit makes (its slots' offsets, read here), its lock type and the lock's methods, the
+ * states (concurrent.futures._base's) a call moves it through; installs Future.result and
+ * Executor.submit (method descriptors of this file). Once, at import. */
 static PyObject *exec_configure(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *ft, *lt, *p, *r, *f;
-    if (!PyArg_ParseTuple(args, "O!OUUU:_exec_configure", &PyType_Type, &ft, &lt, &p, &r, &f))
+    PyObject *ft, *lt, *p, *r, *f, *et;
+    if (!PyArg_ParseTuple(args, "O!OUUUO!:_exec_configure", &PyType_Type, &ft, &lt, &p, &r, &f,
+                          &PyType_Type, &et))
         return NULL;
     Py_ssize_t offs[F_NATTRS];
     for (int i = 0; i < F_NATTRS; i++) { /* each a slot holding an object */
@@ -404,16 +463,35 @@ static PyObject *exec_configure(PyObject *mod, PyObject *args) {
         if (!ok)
             return PyErr_Format(PyExc_TypeError, "_exec_configure: %R.%U is not a slot", ft, str_attr[i]);
     }
-    PyObject *empty = PyTuple_New(0);
-    if (!empty) return NULL;
+    PyObject *sd = PyObject_GetAttr(et, str_shutdown);
+    if (!sd) return NULL;
+    int sd_ok = Py_IS_TYPE(sd, &PyMemberDescr_Type) &&
+                ((PyMemberDescrObject *)sd)->d_member->type == TG_T_OBJECT_EX;
+    Py_ssize_t sd_off = sd_ok ? ((PyMemberDescrObject *)sd)->d_member->offset : 0;
+    Py_DECREF(sd);
+    if (!sd_ok) return PyErr_Format(PyExc_TypeError, "_exec_configure: %R._shutdown is not a slot", et);
+    PyObject *acq = PyObject_GetAttr(lt, str_acquire);
+    PyObject *rel = acq ? PyObject_GetAttr(lt, str_release) : NULL;
+    PyObject *empty = rel ? PyTuple_New(0) : NULL;
+    if (!empty) {
+        Py_XDECREF(acq);
+        Py_XDECREF(rel);
+        return NULL;
+    }
+    Py_XSETREF(lock_acquire, acq);
+    Py_XSETREF(lock_release, rel);
     memcpy(slot_offset, offs, sizeof offs);
+    shutdown_offset = sd_off;
     PyObject *descr = PyDescr_NewMethod((PyTypeObject *)ft, &future_result_def);
-    if (!descr || PyObject_SetAttr(ft, str_result, descr) < 0) {
-        Py_XDECREF(descr);
+    int bad = !descr || PyObject_SetAttr(ft, str_result, descr) < 0;
+    Py_XDECREF(descr);
+    descr = bad ? NULL : PyDescr_NewMethod((PyTypeObject *)et, &executor_submit_def);
+    bad = !descr || PyObject_SetAttr(et, str_submit, descr) < 0;
+    Py_XDECREF(descr);
+    if (bad) {
         Py_DECREF(empty);
         return NULL;
     }
-    Py_DECREF(descr);
     Py_XSETREF(no_callbacks, empty);
     Py_XSETREF(future_type, Py_NewRef(ft));
     Py_XSETREF(lock_type, Py_NewRef(lt));
@@ -451,11 +529,11 @@ static PyObject *exec_release(PyObject *mod, PyObject *arg) {
 }
 
 PyMethodDef tg_executor_methods[] = {
-    {"_exec_submit", (PyCFunction)(void (*)(void))exec_submit, METH_FASTCALL,
-     "_exec_submit(run, fn, args, kwargs) -> Future (taskgraph.Executor.submit)."},
     {"_exec_configure", exec_configure, METH_VARARGS,
-     "_exec_configure(future_type, lock_type, PENDING, RUNNING, FINISHED): the future class "
-     "_exec_submit makes and the states its work items move it through."},
+     "_exec_configure(Future, lock_type, PENDING, RUNNING, FINISHED, Executor): the future "
+     "class submit makes and the states its calls move it through; installs Future.result "
+     "and Executor.submit."},
+    {"_exec_exiting", exec_exiting, METH_NOARGS, "_exec_exiting(): refuse every submit from now on."},
     {"_exec_hold", exec_hold, METH_O, "_exec_hold(run): hold the executor's run open."},
     {"_exec_release", exec_release, METH_O, "_exec_release(run): let go of _exec_hold's hold."},
     {NULL, NULL, 0, NULL},

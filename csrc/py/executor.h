@@ -8,8 +8,8 @@
 
 /* The work item type (private: taskgraph._core.ExecItem). */
 extern PyTypeObject TG_ExecItemType;
-/* The module functions of this file (added by module.c): _exec_submit, _exec_configure,
- * _exec_hold, _exec_release. */
+/* The module functions of this file (added by module.c): _exec_configure (which installs
+ * Future.result and Executor.submit), _exec_exiting, _exec_hold, _exec_release. */
 extern PyMethodDef tg_executor_methods[];
 /* Makes the interned method names this file calls; -1 with an error. */
 int tg_executor_init(void);
