@@ -481,3 +481,30 @@ def test_default_workers_and_scheduler():
         assert ex._max_workers == tg.usable_cpus() == ex.scheduler.workers
         assert ex.submit(square, 3).result() == 9
         assert sum(s["tasks_run"] for s in ex.scheduler.stats()) >= 1
+
+
+def test_futures_results_and_arguments_do_not_outlive_their_use():
+    class Box:
+        pass
+
+    with tg.Executor(2) as ex:
+        args = [Box() for _ in range(100)]
+        fs = [ex.submit(lambda b: Box(), a) for a in args]
+        fs += [ex.submit(boom, i) for i in range(50)]
+        gate = threading.Event()
+        blocker = ex.submit(gate.wait)
+        cancelled = [ex.submit(Box) for _ in range(20)]
+        for f in cancelled:
+            f.cancel()
+        gate.set()
+        blocker.result()
+        results = [weakref.ref(f.result()) for f in fs[:100]]
+        assert all(isinstance(f.exception(), ValueError) for f in fs[100:])
+        refs = [weakref.ref(x) for x in fs + cancelled + args]
+        del fs, cancelled, args, f
+    for _ in range(200):  # objects dropped on a worker are freed by their owner thread
+        gc.collect()
+        if not any(r() is not None for r in refs + results):
+            break
+        time.sleep(0.01)
+    assert [r() for r in refs + results if r() is not None] == []
