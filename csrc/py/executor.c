@@ -1,8 +1,10 @@
 /* The native half of taskgraph.Executor (taskgraph/executor.py): a work item, and the way one
  * submit() goes onto the pool.
  *
- * A submit() is one Node whose function is an ExecItem: the item holds the user's call
- * (fn, args, kwargs) and the concurrent.futures.Future it completes. Inside one of the
+ * A submit() is one Node whose function is an ExecItem: the item holds the user's call (fn
+ * and the arguments, as submit got them) and the concurrent.futures.Future it completes;
+ * submit itself is written here (executor_submit, a method of taskgraph.Executor), and so
+ * are the common paths of the future (new_future, run_call, future_result). Inside one of the
  * executor's own tasks the node is spawned onto the worker's deque, as a task's child is
  * (join.c), so a task that waits for a future it submitted joins it (the worker runs other
  * work meanwhile: nested submits never deadlock); anywhere else (the user's threads, a task
@@ -11,8 +13,8 @@
  * The item never fails its node: calling it runs the call and stores its outcome in the
  * future (run_call: the common cases here, the others in the Future's own methods); an error
  * escaping that (a bug, or a user who completed the future by hand) goes to
- * sys.unraisablehook. So one failing call never cancels the
- * others, as it would in a compute (fail fast). An item dropped without having been called
+ * sys.unraisablehook. So one failing call never cancels the others, as it would in a compute
+ * (fail fast). An item dropped without having been called
  * (its node was skipped: shutdown(cancel_futures=True), the scheduler closed, the queues
  * drained) cancels its future from its finalizer (Future._tg_never_ran), so no future is left
  * pending for ever, whatever path its node took.
@@ -273,7 +275,9 @@ static PyObject *name_of(PyObject *fn) {
     PyObject *f = PyMethod_Check(fn) ? PyMethod_GET_FUNCTION(fn) : fn;
     PyObject *name = NULL;
     if (PyFunction_Check(f)) {
-        name = Py_NewRef(((PyFunctionObject *)f)->func_name); /* the common case: no lookup */
+        /* The common case, without a lookup: read as CPython's own __name__ getter reads it
+         * (3.13: no lock; names are interned, so immortal on free-threaded builds). */
+        name = Py_NewRef(((PyFunctionObject *)f)->func_name);
     } else {
         if (PyObject_GetOptionalAttr(fn, str_name, &name) < 0) return NULL;
         if (!name || !PyUnicode_CheckExact(name)) {
