@@ -40,7 +40,7 @@ _pools = set()          # pools not shut down yet (strong references; see the do
 _pools_lock = threading.Lock()
 _exiting = False        # the interpreter is exiting: no new work (as concurrent.futures)
 _WAIT_SLICE = 0.05      # waits for a pool's work in slices: Ctrl-C is seen at once
-_WAKE_GRACE = 0.05      # see _Pool._let_idle_workers_start
+_WAKE_GRACE = 1.0       # see _Pool._let_idle_workers_start
 
 
 class _Pool:
