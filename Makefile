@@ -140,7 +140,7 @@ bench: bench-deps
 	@$(PY) benchmarks/shapes.py --out benchmarks/results/shapes.json
 	@$(PY) benchmarks/predict.py --out benchmarks/results/predict.json
 	@$(PY) benchmarks/inflation.py --out benchmarks/results/inflation.json
-	@$(PY) benchmarks/executor.py --out benchmarks/results/executor.json
+	@$(PY) benchmarks/executor.py --instructions --out benchmarks/results/executor.json
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
 	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
 	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json \

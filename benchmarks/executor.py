@@ -17,7 +17,11 @@
   5. what concurrent.futures.Future itself costs: making one, and its whole life (made, set
      running, result set, result read) on one thread, for the base class and for
      taskgraph's subclass (whose lock is an RLock, with the Condition made only for a
-     blocking waiter).
+     blocking waiter);
+  6. with --instructions (valgrind's callgrind, as benchmarks/instructions.py): instructions
+     per submit+result on the submitting thread and on the workers, taskgraph.Executor(2)
+     against ThreadPoolExecutor(2), with the cyclic collector on and off (the difference
+     between 20,000 and 10,000 tasks): the figure that does not move with the machine's load.
 
 Timed alternatives run alternately (per_task.alternate), R rounds; medians with min and max,
 and the load average at the start (the machine is shared: figures taken under load are
@@ -27,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import glob
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -174,11 +180,66 @@ def future_costs(n=100_000):
             "life_ns_taskgraph": best[3], "condition_ns": best[4]}
 
 
+INSTR_SRC = """
+import gc, sys
+import taskgraph as tg
+from concurrent.futures import ThreadPoolExecutor
+def trivial(i):
+    return i
+kind, n, collect = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+if not collect:
+    gc.disable()
+ex = tg.Executor(2) if kind == "taskgraph" else ThreadPoolExecutor(2)
+ex.submit(trivial, 0).result()
+fs = [ex.submit(trivial, i) for i in range(n)]
+for f in fs:
+    f.result()
+ex.shutdown()
+"""
+
+
+def instructions(tmp="build/executor-callgrind"):
+    """Instructions per submit+result (callgrind, per thread), or None without valgrind."""
+    if not shutil.which("valgrind"):
+        print("valgrind is not installed: no instruction counts", flush=True)
+        return None
+    os.makedirs(tmp, exist_ok=True)
+    script = os.path.join(tmp, "submit.py")
+    with open(script, "w") as fh:
+        fh.write(INSTR_SRC)
+
+    def threads(kind, n, collect):
+        out = os.path.join(tmp, f"{kind}-{n}-{int(collect)}")
+        for old in glob.glob(out + "*"):
+            os.remove(old)
+        subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                        f"--callgrind-out-file={out}", sys.executable, script, kind, str(n),
+                        "1" if collect else "0"], check=True, capture_output=True)
+        counts = {}
+        for f in glob.glob(out + "-*"):
+            for line in open(f):
+                if line.startswith("summary:"):
+                    counts[int(f.rsplit("-", 1)[1])] = int(line.split()[1])
+        return counts
+
+    res = {}
+    for kind in ("taskgraph", "threadpool"):
+        for collect in (True, False):
+            a, b = threads(kind, 10_000, collect), threads(kind, 20_000, collect)
+            per = {t: (b[t] - a.get(t, 0)) / 10_000 for t in b}
+            main_thread = per.pop(min(per))
+            res[f"{kind}_gc_{'on' if collect else 'off'}"] = {
+                "submitter": main_thread, "workers": sum(per.values())}
+    return res
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int)
     ap.add_argument("--out", default="benchmarks/results/executor.json")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count instructions per submit+result with callgrind (minutes)")
     a = ap.parse_args(argv)
     runs = a.runs or (2 if a.quick else 5)
     scale = 5 if a.quick else 1
@@ -201,6 +262,9 @@ def main(argv=None):
     res["nested_fib"] = nested_fib(runs, FIB)
     print(f"  nested fib({FIB}): {res['nested_fib']['taskgraph_s']['median'] * 1e3:.1f} ms; "
           f"ThreadPoolExecutor(2): {res['nested_fib']['threadpool']['outcome']}", flush=True)
+    if a.instructions:
+        res["instructions"] = instructions()
+        print("  instructions per submit+result:", res["instructions"], flush=True)
     res["loadavg_end"] = list(os.getloadavg())
     write_results(a.out, res, a.quick)
 
