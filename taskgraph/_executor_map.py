@@ -99,7 +99,7 @@ def executor_map(ex, fn, iterables, timeout, chunksize, buffersize):
         raise ex._refusal()
     name = _name(fn)
     chunk = chunksize if chunksize is not None and chunksize > 1 else None
-    st = _map._MapState(_catching(fn, star), star, items, chunk,
+    st = _map._MapState(_catching(fn, star), star, "index", items, len(items), chunk,
                         Task(_map._run_range, name=f"map[{name}]"))
     st.out = [_NOT_YET] * st.n
     if core.current_engine() is ex._pool.engine:  # inside one of its calls: fork-join here
