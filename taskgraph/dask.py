@@ -1,5 +1,15 @@
-"""The same @task code on a dask.distributed cluster (an optional extra: ``pip install
-"taskgraph-ft[dask]"``).
+"""taskgraph and dask, both ways (an optional extra: ``pip install "taskgraph-ft[dask]"``).
+
+**taskgraph as dask's scheduler** (needs ``dask`` only): ``get`` runs dask.delayed, bag,
+array and dataframe code on taskgraph's work-stealing pool, one argument switched::
+
+    import taskgraph.dask
+    x.compute(scheduler=taskgraph.dask.get)
+
+See ``get`` and docs/dask.md (taskgraph._dask_get, taskgraph._dask_graph).
+
+**The same @task code on a dask.distributed cluster** (needs ``distributed`` too; imported
+only when ``DaskScheduler`` is first used)::
 
     from distributed import Client
     from taskgraph.dask import DaskScheduler
@@ -43,6 +53,16 @@ share taskgraph._dask_futures.
 """
 from __future__ import annotations
 
-from taskgraph._dask_client import DaskScheduler
+from taskgraph._dask_get import get
 
-__all__ = ["DaskScheduler"]
+__all__ = ["get", "DaskScheduler"]
+
+
+def __getattr__(name):
+    """DaskScheduler is imported on first use: ``import taskgraph.dask`` (for ``get``) must
+    not need ``distributed``."""
+    if name == "DaskScheduler":
+        from taskgraph._dask_client import DaskScheduler
+        globals()["DaskScheduler"] = DaskScheduler
+        return DaskScheduler
+    raise AttributeError(f"module 'taskgraph.dask' has no attribute {name!r}")

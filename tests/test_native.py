@@ -61,6 +61,7 @@ def test_everything_the_package_does_stays_off_cffi_and_keeps_the_gil_off(tmp_pa
 
 def test_the_cli_and_the_dask_backend_do_not_import_cffi():
     code = ("import sys, taskgraph.cli, taskgraph.dask\n"
+            "from taskgraph.dask import get, DaskScheduler\n"
             "print('cffi imported:', '_cffi_backend' in sys.modules or 'cffi' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=_clean_env(), timeout=120)

@@ -1,0 +1,129 @@
+"""``taskgraph.dask.get``: taskgraph's engine as dask's scheduler (dask's ``get`` protocol).
+
+The graph dask hands over becomes lazy Nodes (taskgraph._dask_graph), which the one compute
+sequence (taskgraph.compute) submits in one call and waits for: the scheduler choice, Ctrl-C,
+timeouts, fail-fast, progress bars and traces are compute's own.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dask.core import flatten
+from dask.utils import ensure_dict
+
+from taskgraph._dask_graph import GraphBuilder
+from taskgraph.compute import compute
+
+__all__ = ["get"]
+
+
+def get(dsk, keys, cache=None, num_workers=None, *, scheduler=None, timeout=None,
+        progress=False, **kwargs):
+    """Computes ``keys`` of the dask graph ``dsk`` on taskgraph's work-stealing scheduler:
+    dask's scheduler ``get`` protocol, so that dask code switches with one argument::
+
+        x.compute(scheduler=taskgraph.dask.get)
+        dask.compute(a, b, scheduler=taskgraph.dask.get)
+        dask.config.set(scheduler=taskgraph.dask.get)
+
+    ``dsk``: what dask gives a scheduler: a dict of legacy tuple tasks or of task-spec
+    objects (``dask._task_spec``), a HighLevelGraph, or a dask collection or expression (its
+    ``__dask_graph__()``). ``keys``: a key, or a list of keys nested to any depth; the result
+    has the same shape, lists becoming tuples (as dask's local schedulers return it).
+
+    Which scheduler: ``scheduler`` (a ``taskgraph.Scheduler``, or another taskgraph backend)
+    if given; else, with ``num_workers``, a private ``Scheduler(num_workers)`` for this call;
+    else as ``taskgraph.compute``: inside a task, the scheduler running it (the call joins);
+    inside ``with scheduler:``, that one; else the shared default scheduler. Inside
+    ``taskgraph.serial()`` it runs serially in the calling thread. ``timeout`` (seconds) and
+    ``progress=True`` are ``taskgraph.compute``'s. ``cache``: a dict of values already known
+    by key (they are used, not computed). Other keywords dask passes to schedulers (``pool``,
+    ``callbacks``, ``chunksize``, ...) are accepted and ignored, as dask's own schedulers ignore
+    what they do not use.
+
+    dask's ``retries`` annotation (``with dask.annotate(retries=2)``) becomes the task's
+    ``retries`` (run again at once, on the same worker); other annotations (``priority``,
+    ``resources``, ``workers``, ...) are ignored.
+
+    Errors: a key not in the graph raises ``KeyError``; a cycle ``RuntimeError``; a missing
+    dependency ``ValueError``; nothing has run then. A failing dask task raises its own
+    exception, with its original traceback, a note naming the taskgraph task and worker and a
+    note naming the dask key; what has not started is cancelled (fail fast) and the call
+    returns once the tasks already running have finished. Ctrl-C cancels the rest and raises
+    ``KeyboardInterrupt`` within about half a second (tasks already running finish in the
+    background). Each key runs once; an intermediate value is freed as soon as the last task
+    that needs it has run.
+    """
+    del kwargs  # dask's other scheduler keywords: nothing to do with them here
+    if num_workers is not None and scheduler is not None:
+        raise TypeError("taskgraph.dask.get: give num_workers or scheduler, not both")
+    annotations = None
+    if not isinstance(dsk, Mapping):
+        if not hasattr(dsk, "__dask_graph__"):
+            raise TypeError(f"taskgraph.dask.get needs a dask graph (a Mapping, a "
+                            f"HighLevelGraph or a dask collection), got {type(dsk).__name__}")
+        ann = getattr(dsk, "__dask_annotations__", None)
+        annotations = ann() if ann is not None else None
+        dsk = dsk.__dask_graph__()
+    if type(dsk) is not dict:
+        if hasattr(dsk, "layers"):
+            annotations = _layer_annotations(dsk, annotations)
+        dsk = ensure_dict(dsk)
+    if cache is not None and not isinstance(cache, Mapping):
+        raise TypeError(f"taskgraph.dask.get: cache must be a dict of known values, got "
+                        f"{type(cache).__name__}")
+    flat = list(flatten(keys)) if isinstance(keys, list) else [keys]
+    graph = GraphBuilder(dsk, cache, _retries(annotations))
+    targets = graph.nodes(flat)
+    try:
+        values = compute(targets, workers=num_workers, scheduler=scheduler, timeout=timeout,
+                         progress=progress)
+    except BaseException as e:
+        key = graph.dask_key(e)
+        if key is not None:
+            e.add_note(f"taskgraph.dask.get: raised by the task of dask key {key!r}")
+        raise
+    finally:
+        del targets
+    if not isinstance(keys, list):
+        return values[0]
+    return _nested(keys, dict(zip(flat, values)))
+
+
+def _nested(keys, values):
+    """keys' shape with each key replaced by its value, lists as tuples (dask's nested_get)."""
+    if isinstance(keys, list):
+        return tuple(_nested(k, values) for k in keys)
+    return values[keys]
+
+
+def _retries(annotations):
+    """{key: retries} from dask's annotations ({name: {key: value}}), or None."""
+    if not annotations:
+        return None
+    by_key = annotations.get("retries")
+    if not by_key:
+        return None
+    out = {}
+    for key, n in by_key.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"taskgraph.dask.get: the retries annotation of dask key {key!r} "
+                             f"must be an int >= 0, got {n!r}")
+        if n:
+            out[key] = n
+    return out or None
+
+
+def _layer_annotations(hlg, annotations):
+    """A HighLevelGraph's layer annotations as {name: {key: value}} (a callable value is
+    called with the key, as dask.distributed does), merged into annotations."""
+    out = {name: dict(by_key) for name, by_key in (annotations or {}).items()}
+    for layer in hlg.layers.values():
+        ann = getattr(layer, "annotations", None)
+        if not ann:
+            continue
+        for name, value in ann.items():
+            by_key = out.setdefault(name, {})
+            for key in layer:
+                by_key[key] = value(key) if callable(value) else value
+    return out

@@ -1,0 +1,407 @@
+"""A dask graph as taskgraph Nodes: the conversion behind ``taskgraph.dask.get``.
+
+One lazy Node per dask key that has to run, built in one pass over the part of the graph the
+requested keys reach (dependencies first; iterative, so chains of any length), and nothing
+else: the engine then submits them in one call and runs each through its one task runner
+(csrc/py/rules.c), like any other lazy graph.
+
+What each kind of dask entry becomes:
+
+* a task whose arguments are dependencies and plain constants (a legacy ``(func, *args)`` tuple,
+  or a ``dask._task_spec.Task`` of ``TaskRef``s and constants): a Node that calls ``func``
+  directly from C (``operator.call(func, *args)``) with the dependencies' Nodes among its
+  arguments, so the engine hands it their values: no Python frame of ours per task;
+* any other task (nested tasks, containers holding keys, ``List``/``Dict``/... nodes, fused
+  subgraphs): dask converts it (``convert_legacy_task``) and its own ``__call__`` runs it with
+  the values of its dependencies, as dask's local scheduler does;
+* data (``DataNode``, a legacy literal, a value given in ``cache``): a Node finished at once
+  with the value (it never runs, nothing scans the value);
+* an ``Alias``: the Node of its target.
+
+The Node's task name is the key's prefix (``dask.utils.key_split``, as dask's task stream
+names tasks), so traces, summaries and pictures group dask keys the way dask shows them.
+Intermediate values are freed as soon as their last dependent has run: a Node's value is held
+only by the Node, and a Node only by its dependents' arguments until they run (this module
+keeps no reference once the graph is built).
+"""
+from __future__ import annotations
+
+import operator
+import threading
+
+from dask._task_spec import (Alias, DataNode, GraphNode, Task as DaskTask, TaskRef,
+                             _is_dask_future, convert_legacy_task)
+from dask.utils import key_split
+
+from taskgraph._native import core
+
+__all__ = ["GraphBuilder"]
+
+_call = operator.call  # a C function: calls its first argument with the rest
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+# Constants passed to a function as they are: taskgraph does not look inside them.
+_PLAIN = frozenset({int, float, str, bytes, bool, complex, type(None), slice, range})
+_SMALL_TUPLE = 32  # a tuple of plain constants up to this long (an index) is passed as is
+
+# The entries' kinds once parsed.
+_CALL, _SPEC, _DATA, _ALIAS = range(4)
+
+# core.Task objects by (name, retries), shared by every call (oldest dropped past _CACHED).
+# A Task's name is interned (immortal on free-threaded builds): one graph gives at most
+# _MAX_NAMES names; its keys with further prefixes run as tasks named "dask".
+_TASKS: dict = {}
+_TASKS_LOCK = threading.Lock()
+_CACHED = 4096
+_MAX_NAMES = 1000
+_FALLBACK_NAME = "dask"
+
+
+def _task_named(name, retries):
+    t = _TASKS.get((name, retries))
+    if t is not None:
+        return t
+    with _TASKS_LOCK:
+        t = _TASKS.get((name, retries))
+        if t is None:
+            t = core.Task(_call, name=name, retries=retries)
+            if len(_TASKS) >= _CACHED:
+                del _TASKS[next(iter(_TASKS))]
+            _TASKS[(name, retries)] = t
+    return t
+
+
+def _run_spec(spec, keys, *values):
+    """Runs a dask task-spec node the way dask's local scheduler does: with the values of its
+    dependencies by key."""
+    return spec(dict(zip(keys, values)))
+
+
+def _plain_const(a):
+    """Whether the spec argument a is passed to its function as it is, with no look inside
+    (scalars, slices, short tuples of them, and objects that are not containers)."""
+    t = type(a)
+    if t in _PLAIN:
+        return True
+    if t is tuple:
+        if len(a) > _SMALL_TUPLE:
+            return False
+        for x in a:
+            if type(x) not in _PLAIN:
+                return False
+        return True
+    return not isinstance(a, _CONTAINERS) and not isinstance(a, GraphNode) and not isinstance(a, TaskRef)
+
+
+class _Again:
+    """A key on the walk's stack whose dependencies were pushed above it: built when popped."""
+    __slots__ = ("key", "entry")
+
+    def __init__(self, key, entry):
+        self.key, self.entry = key, entry
+
+
+# An entry, once parsed, is one of (its dependencies' keys always last):
+#   (_CALL, call, kwargs, refs, kwrefs, deps): call(*...) with call = (func, *args), and the
+#       key refs[j][1] at position refs[j][0] of call (kwrefs: (name, key) in kwargs);
+#   (_SPEC, spec, deps): a task-spec node run by its own __call__;
+#   (_DATA, value, ()); (_ALIAS, target, (target,)).
+_NO_REFS = object()  # a legacy call with no key among its arguments: the tuple is the call
+
+
+def _legacy_arg(a, keyset):
+    """What the legacy task argument a is, by dask's rules (convert_legacy_task): 1 a key of
+    the graph (an int, float, str or tuple equal to one), 0 a constant, -1 anything dask has to
+    convert (a nested task, a container, a task-spec object, a future)."""
+    if isinstance(a, (int, float, str)):
+        return 1 if a in keyset else 0
+    if isinstance(a, tuple):
+        if type(a) is not tuple:
+            return -1  # a namedtuple
+        try:
+            return 1 if a in keyset else -1
+        except TypeError:  # unhashable inside
+            return -1
+    if isinstance(a, (list, dict, set, frozenset, GraphNode, TaskRef)) or _is_dask_future(a):
+        return -1
+    return 0
+
+
+def _legacy_call(task, keyset):
+    """The entry of a legacy (func, *args) tuple whose arguments are keys and constants:
+    _NO_REFS if none is a key; None for anything else (dask converts it)."""
+    if not task or not callable(task[0]) or isinstance(task[0], GraphNode):
+        return None
+    refs = None
+    for i in range(1, len(task)):
+        a = task[i]
+        ta = type(a)
+        if ta is int or ta is str or ta is float or ta is tuple:
+            try:
+                if a not in keyset:
+                    if ta is tuple:
+                        return None  # a nested task or a container: dask converts it
+                    continue
+            except TypeError:  # a tuple with something unhashable inside
+                return None
+        else:
+            k = _legacy_arg(a, keyset)
+            if k == 0:
+                continue
+            if k < 0:
+                return None
+        if refs is None:
+            refs = []
+        refs.append((i, a))
+    if refs is None:
+        return _NO_REFS
+    return (_CALL, task, None, refs, None, [k for _, k in refs])
+
+
+def _spec_call(spec):
+    """The entry of a dask Task whose arguments are TaskRefs and plain constants, else None
+    (its own __call__ runs it, see _run_spec)."""
+    refs = kwrefs = None
+    args = spec.args
+    for i in range(len(args)):
+        a = args[i]
+        if type(a) is TaskRef:
+            if refs is None:
+                refs = []
+            refs.append((i + 1, a.key))
+        elif type(a) not in _PLAIN and not _plain_const(a):
+            return None
+    kwargs = spec.kwargs or None
+    if kwargs:
+        for name, a in kwargs.items():
+            if type(a) is TaskRef:
+                if kwrefs is None:
+                    kwrefs = []
+                kwrefs.append((name, a.key))
+            elif not _plain_const(a):
+                return None
+    call = (spec.func, *args)
+    if refs is None and kwrefs is None:
+        return (_CALL, call, kwargs, None, None, ())
+    deps = [k for _, k in refs] if refs else []
+    if kwrefs:
+        deps.extend(k for _, k in kwrefs)
+    return (_CALL, call, kwargs, refs, kwrefs, deps)
+
+
+class GraphBuilder:
+    """Builds the Nodes of one dask graph. ``nodes(keys)`` returns the Node of each key;
+    ``dask_key(exc)`` tells which dask key's task raised exc (a failure of these Nodes)."""
+
+    def __init__(self, dsk, cache=None, retries=None):
+        self.dsk = dsk
+        self.cache = cache or None
+        self.retries = retries or None  # {key: int}
+        self.keyset = dsk if not self.cache else _Both(dsk, self.cache)
+        self.made = {}
+        self.order = []       # the dask key of each Node made, in the order they were made
+        self.first = None     # (thread, number) of the first Node's key
+        self.tasks = {}       # raw key name -> core.Task (no retries), for this graph
+        self.names = set()    # the task names given so far
+
+    def nodes(self, keys):
+        """The Node of each key (KeyError for a key the graph does not have)."""
+        dsk, cache = self.dsk, self.cache
+        for k in keys:
+            if k not in dsk and not (cache and k in cache):
+                raise KeyError(k)
+        self._sweep()
+        self._walk(keys)
+        made = self.made
+        if self.order:
+            self.first = _key_number(made[self.order[0]].key)
+        out = [made[k] for k in keys]
+        self.made = None  # from now on only the Nodes' dependents hold them
+        return out
+
+    # ------------------------------------------------------------------ the two passes
+    def _sweep(self):
+        """One pass over the graph in its own order, which is dependencies first in the graphs
+        dask makes: each entry whose dependencies are made by then is built (the others are
+        left to _walk). Keys nobody asked for get a Node too, which never runs and is freed
+        at the end (dask's local schedulers convert the whole graph as well). The common
+        entries (a call whose arguments are keys and plain constants) are handled inline:
+        this loop is the conversion's cost per task."""
+        made, keyset, order, tasks = self.made, self.keyset, self.order, self.tasks
+        inline = self.cache is None and self.retries is None
+        for key, task in self.dsk.items():
+            e = call = None
+            if inline:
+                tt = type(task)
+                if tt is tuple:
+                    e = _legacy_call(task, keyset)
+                    if e is _NO_REFS:  # the tuple is the call
+                        call = task
+                elif tt is DaskTask:
+                    e = _spec_call(task)
+            if call is None:
+                if e is None:
+                    try:
+                        e = self._parse(key)
+                    except KeyError:  # an entry that names only itself: _walk says so if needed
+                        continue
+                if not all(d in made for d in e[-1]):
+                    continue  # left to _walk
+                if not inline or e[0] != _CALL or e[2] is not None:
+                    self._build(key, e)
+                    continue
+                call = e[1]  # _build's first case, inline
+                if e[3]:
+                    call = list(call)
+                    for i, k in e[3]:
+                        call[i] = made[k]
+            raw = key[0] if type(key) is tuple and key else key
+            t = tasks.get(raw)
+            if t is None:
+                t = self._task_for(key)
+            made[key] = t(*call)
+            order.append(key)
+
+    def _walk(self, keys):
+        """Makes the Nodes of keys that _sweep left, and of what they depend on, dependencies
+        first (depth first, with an explicit stack: chains of any length); says which key is
+        missing or part of a cycle."""
+        made, dsk = self.made, self.dsk
+        parsed = {}
+        stack = [k for k in reversed(keys) if k not in made]
+        pop, push = stack.pop, stack.append
+        while stack:
+            key = pop()
+            if type(key) is _Again:  # its dependencies are made now
+                self._build(key.key, key.entry)
+                continue
+            if key in made:
+                continue
+            if key in parsed:
+                raise RuntimeError(f"Cycle detected in the dask graph: key {key!r} depends on "
+                                   "itself through its dependencies")
+            entry = self._parse(key)
+            todo = [d for d in entry[-1] if d not in made]
+            if not todo:
+                self._build(key, entry)
+                continue
+            parsed[key] = entry
+            push(_Again(key, entry))
+            for d in todo:
+                if d not in dsk and not (self.cache and d in self.cache):
+                    raise ValueError(f"Missing dependency {d!r} of dask key {key!r}: it is not "
+                                     "in the graph")
+                push(d)
+
+    # ------------------------------------------------------------------ parsing
+    def _parse(self, key):
+        """The entry of key (see _Again)."""
+        if self.cache is not None and key in self.cache:  # a value given: used as it is
+            return (_DATA, self.cache[key], ())
+        task = self.dsk[key]
+        if type(task) is tuple:
+            e = _legacy_call(task, self.keyset)
+            if e is _NO_REFS:
+                return (_CALL, task, None, None, None, ())
+            if e is not None:
+                return e
+        if not isinstance(task, GraphNode):
+            task = convert_legacy_task(key, task, self.keyset)
+            if not isinstance(task, GraphNode):
+                return (_DATA, task, ())
+        t = type(task)
+        if t is DaskTask:
+            e = _spec_call(task)
+            if e is not None:
+                return e
+        elif t is DataNode:
+            return (_DATA, task.value, ())
+        elif t is Alias:
+            if task.target == key:  # dask drops such an entry: the key is not in the graph
+                raise KeyError(key)
+            return (_ALIAS, task.target, (task.target,))
+        return (_SPEC, task, tuple(task.dependencies))
+
+    # ------------------------------------------------------------------ building
+    def _task_for(self, key):
+        """The core.Task (its name: the key's prefix) that key's Node is made with."""
+        if self.retries is not None:
+            n = self.retries.get(key, 0)
+            if n:
+                return _task_named(self._name(key), n)
+        raw = key[0] if type(key) is tuple and key else key
+        t = self.tasks.get(raw)
+        if t is None:
+            t = self.tasks[raw] = _task_named(self._name(key), 0)
+        return t
+
+    def _name(self, key):
+        name = key_split(key) or _FALLBACK_NAME
+        if name not in self.names:
+            if len(self.names) >= _MAX_NAMES:
+                return _FALLBACK_NAME
+            self.names.add(name)
+        return name
+
+    def _build(self, key, entry):
+        """Makes key's Node from its entry (its dependencies' Nodes are made)."""
+        made = self.made
+        kind = entry[0]
+        if kind == _CALL:
+            _, call, kwargs, refs, kwrefs, _ = entry
+            if refs:
+                call = list(call)
+                for i, k in refs:
+                    call[i] = made[k]
+            if kwrefs:
+                kwargs = dict(kwargs)
+                for name, k in kwrefs:
+                    kwargs[name] = made[k]
+            t = self._task_for(key)
+            node = t(*call, **kwargs) if kwargs else t(*call)
+        elif kind == _ALIAS:
+            made[key] = made[entry[1]]
+            return
+        elif kind == _SPEC:
+            deps = entry[2]
+            node = self._task_for(key)(_run_spec, entry[1], deps, *[made[d] for d in deps])
+        else:  # _DATA: a Node finished at once with the value
+            node = self._task_for(key)()
+            core._claim(node)
+            core._settle(node, core.DONE, entry[1])
+        self.order.append(key)
+        made[key] = node
+
+    # ------------------------------------------------------------------ errors
+    def dask_key(self, exc):
+        """The dask key whose task raised exc (taskgraph's note names the Node's key, made
+        from its thread's number and a counter: the Nodes made here have consecutive
+        numbers), or None."""
+        mark = getattr(exc, "__taskgraph_task__", None)
+        if not isinstance(mark, str) or self.first is None:
+            return None
+        num = _key_number(mark)
+        if num is None or num[0] != self.first[0]:
+            return None
+        i = num[1] - self.first[1]
+        return self.order[i] if 0 <= i < len(self.order) else None
+
+
+def _key_number(node_key):
+    """(thread, number) of a Node key "<name>-<thread>.<number>", or None."""
+    _, _, tail = node_key.rpartition("-")
+    thread, _, num = tail.partition(".")
+    try:
+        return int(thread), int(num)
+    except ValueError:
+        return None
+
+
+class _Both:
+    """The keys of the graph and of the cache, for dask's rule of what an argument refers to."""
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __contains__(self, k):
+        return k in self.a or k in self.b
