@@ -63,8 +63,7 @@ def get(dsk, keys, cache=None, num_workers=None, *, scheduler=None, timeout=None
             raise TypeError(f"taskgraph.dask.get needs a dask graph (a Mapping, a "
                             f"HighLevelGraph or a dask collection), got {type(dsk).__name__}")
         ann = getattr(dsk, "__dask_annotations__", None)
-        annotations = ann() if ann is not None else None
-        dsk = dsk.__dask_graph__()
+        dsk, annotations = dsk.__dask_graph__(), ann() if ann is not None else None
     if type(dsk) is not dict:
         if hasattr(dsk, "layers"):
             annotations = _layer_annotations(dsk, annotations)
@@ -79,9 +78,7 @@ def get(dsk, keys, cache=None, num_workers=None, *, scheduler=None, timeout=None
         values = compute(targets, workers=num_workers, scheduler=scheduler, timeout=timeout,
                          progress=progress)
     except BaseException as e:
-        key = graph.dask_key(e)
-        if key is not None:
-            e.add_note(f"taskgraph.dask.get: raised by the task of dask key {key!r}")
+        graph.note(e)
         raise
     finally:
         del targets

@@ -1,22 +1,31 @@
 """A dask graph as taskgraph Nodes: the conversion behind ``taskgraph.dask.get``.
 
-One lazy Node per dask key that has to run, built in one pass over the part of the graph the
-requested keys reach (dependencies first; iterative, so chains of any length), and nothing
-else: the engine then submits them in one call and runs each through its one task runner
-(csrc/py/rules.c), like any other lazy graph.
+One lazy Node per dask task, built in one pass over the graph in its own order (dependencies
+first in the graphs dask makes), then a depth-first walk from the requested keys for what the
+pass left (iterative: chains of any length; it names a missing key or a cycle). The engine
+then submits them in one call and runs each through its one task runner (csrc/py/rules.c),
+like any other lazy graph; Nodes nobody asked for never run.
 
 What each kind of dask entry becomes:
 
-* a task whose arguments are dependencies and plain constants (a legacy ``(func, *args)`` tuple,
-  or a ``dask._task_spec.Task`` of ``TaskRef``s and constants): a Node that calls ``func``
-  directly from C (``operator.call(func, *args)``) with the dependencies' Nodes among its
-  arguments, so the engine hands it their values: no Python frame of ours per task;
-* any other task (nested tasks, containers holding keys, ``List``/``Dict``/... nodes, fused
-  subgraphs): dask converts it (``convert_legacy_task``) and its own ``__call__`` runs it with
-  the values of its dependencies, as dask's local scheduler does;
-* data (``DataNode``, a legacy literal, a value given in ``cache``): a Node finished at once
-  with the value (it never runs, nothing scans the value);
+* a task whose arguments are dependencies and plain constants (a legacy ``(func, *args)``
+  tuple, or a ``dask._task_spec.Task`` of ``TaskRef``s and constants): a Node that calls
+  ``func`` directly from C (``operator.call(func, *args)``) with the dependencies' Nodes among
+  its arguments, so the engine hands it their values: no Python frame of ours per task;
+* a fused task (dask's linear fusion, ``_execute_subgraph``, which dask runs with a small
+  scheduler of its own inside one task, at tens of microseconds per call): one Node per task
+  of its inner graph, each run as a task of its own;
+* any other task (nested tasks, containers holding keys, ``List``/``Dict``/... nodes): dask
+  converts it (``convert_legacy_task``) and its own ``__call__`` runs it with the values of its
+  dependencies, as dask's local scheduler does;
+* data (``DataNode``, a legacy literal, a value given in ``cache``): passed to its dependents
+  as it is if it is a plain constant, else a Node finished at once with the value (it never
+  runs, nothing looks inside the value);
 * an ``Alias``: the Node of its target.
+
+The rules of what a legacy argument refers to are dask's (``convert_legacy_task``): this
+module decides only the common case itself (an int, float, str or tuple equal to a key of
+the graph is that key's value) and hands everything else to dask.
 
 The Node's task name is the key's prefix (``dask.utils.key_split``, as dask's task stream
 names tasks), so traces, summaries and pictures group dask keys the way dask shows them.
@@ -30,7 +39,7 @@ import operator
 import threading
 
 from dask._task_spec import (Alias, DataNode, GraphNode, Task as DaskTask, TaskRef,
-                             _is_dask_future, convert_legacy_task)
+                             _execute_subgraph, _is_dask_future, convert_legacy_task)
 from dask.utils import key_split
 
 from taskgraph._native import core
@@ -44,7 +53,7 @@ _PLAIN = frozenset({int, float, str, bytes, bool, complex, type(None), slice, ra
 _SMALL_TUPLE = 32  # a tuple of plain constants up to this long (an index) is passed as is
 
 # The entries' kinds once parsed.
-_CALL, _SPEC, _DATA, _ALIAS = range(4)
+_CALL, _SPEC, _DATA, _ALIAS, _FUSED = range(5)
 
 # core.Task objects by (name, retries), shared by every call (oldest dropped past _CACHED).
 # A Task's name is interned (immortal on free-threaded builds): one graph gives at most
@@ -188,9 +197,32 @@ def _spec_call(spec):
     return (_CALL, call, kwargs, refs, kwrefs, deps)
 
 
+class _Part:
+    """The label of a Node made from one task of a fused subgraph: the graph's key and the
+    task's own key inside it."""
+    __slots__ = ("key", "part")
+
+    def __init__(self, key, part):
+        self.key, self.part = key, part
+
+
+def _fused_parts(spec):
+    """(inner graph, output key, input keys, input arguments) of a dask Task that runs a fused
+    subgraph (``GraphNode.fuse``: ``_execute_subgraph(inner, outkey, inkeys, *inputs)``), or
+    None if spec is not one in that shape."""
+    if spec.func is not _execute_subgraph or spec.kwargs or len(spec.args) < 3:
+        return None
+    inner, outkey, inkeys = spec.args[0], spec.args[1], spec.args[2]
+    if (type(inner) is not dict or type(inkeys) is not tuple
+            or len(spec.args) != 3 + len(inkeys) or outkey not in inner):
+        return None
+    return inner, outkey, inkeys, spec.args[3:]
+
+
 class GraphBuilder:
-    """Builds the Nodes of one dask graph. ``nodes(keys)`` returns the Node of each key;
-    ``dask_key(exc)`` tells which dask key's task raised exc (a failure of these Nodes)."""
+    """Builds the Nodes of one dask graph. ``nodes(keys)`` returns the Node (or the plain
+    constant) of each key; ``note(exc)`` adds to exc, a failure of these Nodes, a note naming
+    the dask key whose task raised it."""
 
     def __init__(self, dsk, cache=None, retries=None):
         self.dsk = dsk
@@ -198,22 +230,24 @@ class GraphBuilder:
         self.retries = retries or None  # {key: int}
         self.keyset = dsk if not self.cache else _Both(dsk, self.cache)
         self.made = {}
-        self.order = []       # the dask key of each Node made, in the order they were made
-        self.first = None     # (thread, number) of the first Node's key
+        self.order = []       # the label (dask key, or _Part) of each Node made, in order
+        self.first = None     # (thread, number) of the key of a Node made just before them
         self.tasks = {}       # raw key name -> core.Task (no retries), for this graph
         self.names = set()    # the task names given so far
 
     def nodes(self, keys):
-        """The Node of each key (KeyError for a key the graph does not have)."""
+        """The Node (or plain constant) of each key (KeyError for a key the graph does not
+        have)."""
         dsk, cache = self.dsk, self.cache
         for k in keys:
             if k not in dsk and not (cache and k in cache):
                 raise KeyError(k)
+        # The Nodes made on this thread from now on have consecutive numbers: the probe's
+        # number tells which label a Node's key belongs to (note()).
+        self.first = _key_number(_task_named(_FALLBACK_NAME, 0)().key)
         self._sweep()
-        self._walk(keys)
+        self._walk(keys, dsk, self.made, None)
         made = self.made
-        if self.order:
-            self.first = _key_number(made[self.order[0]].key)
         out = [made[k] for k in keys]
         self.made = None  # from now on only the Nodes' dependents hold them
         return out
@@ -226,9 +260,9 @@ class GraphBuilder:
         at the end (dask's local schedulers convert the whole graph as well). The common
         entries (a call whose arguments are keys and plain constants) are handled inline:
         this loop is the conversion's cost per task."""
-        made, keyset, order, tasks = self.made, self.keyset, self.order, self.tasks
+        made, keyset, order, tasks, dsk = self.made, self.keyset, self.order, self.tasks, self.dsk
         inline = self.cache is None and self.retries is None
-        for key, task in self.dsk.items():
+        for key, task in dsk.items():
             e = call = None
             if inline:
                 tt = type(task)
@@ -241,13 +275,13 @@ class GraphBuilder:
             if call is None:
                 if e is None:
                     try:
-                        e = self._parse(key)
+                        e = self._parse(key, dsk)
                     except KeyError:  # an entry that names only itself: _walk says so if needed
                         continue
                 if not all(d in made for d in e[-1]):
                     continue  # left to _walk
                 if not inline or e[0] != _CALL or e[2] is not None:
-                    self._build(key, e)
+                    self._build(key, e, made, None)
                     continue
                 call = e[1]  # _build's first case, inline
                 if e[3]:
@@ -261,43 +295,44 @@ class GraphBuilder:
             made[key] = t(*call)
             order.append(key)
 
-    def _walk(self, keys):
-        """Makes the Nodes of keys that _sweep left, and of what they depend on, dependencies
-        first (depth first, with an explicit stack: chains of any length); says which key is
-        missing or part of a cycle."""
-        made, dsk = self.made, self.dsk
+    def _walk(self, keys, dsk, made, fused_in):
+        """Makes the Nodes of keys (of graph dsk, into made) that are not made yet, and of
+        what they depend on, dependencies first (depth first, with an explicit stack: chains
+        of any length); says which key is missing or part of a cycle. fused_in: the key of the
+        fused task whose inner graph dsk is, or None."""
+        cache = self.cache if dsk is self.dsk else None
         parsed = {}
         stack = [k for k in reversed(keys) if k not in made]
         pop, push = stack.pop, stack.append
         while stack:
             key = pop()
             if type(key) is _Again:  # its dependencies are made now
-                self._build(key.key, key.entry)
+                self._build(key.key, key.entry, made, fused_in)
                 continue
             if key in made:
                 continue
             if key in parsed:
                 raise RuntimeError(f"Cycle detected in the dask graph: key {key!r} depends on "
                                    "itself through its dependencies")
-            entry = self._parse(key)
+            entry = self._parse(key, dsk)
             todo = [d for d in entry[-1] if d not in made]
             if not todo:
-                self._build(key, entry)
+                self._build(key, entry, made, fused_in)
                 continue
             parsed[key] = entry
             push(_Again(key, entry))
             for d in todo:
-                if d not in dsk and not (self.cache and d in self.cache):
+                if d not in dsk and not (cache and d in cache):
                     raise ValueError(f"Missing dependency {d!r} of dask key {key!r}: it is not "
                                      "in the graph")
                 push(d)
 
     # ------------------------------------------------------------------ parsing
-    def _parse(self, key):
-        """The entry of key (see _Again)."""
-        if self.cache is not None and key in self.cache:  # a value given: used as it is
-            return (_DATA, self.cache[key], ())
-        task = self.dsk[key]
+    def _parse(self, key, dsk):
+        """The entry of key in dsk (see _Again)."""
+        if self.cache is not None and dsk is self.dsk and key in self.cache:
+            return (_DATA, self.cache[key], ())  # a value given: used as it is
+        task = dsk[key]
         if type(task) is tuple:
             e = _legacy_call(task, self.keyset)
             if e is _NO_REFS:
@@ -313,6 +348,8 @@ class GraphBuilder:
             e = _spec_call(task)
             if e is not None:
                 return e
+            if _fused_parts(task) is not None:
+                return (_FUSED, task, tuple(task.dependencies))
         elif t is DataNode:
             return (_DATA, task.value, ())
         elif t is Alias:
@@ -342,9 +379,8 @@ class GraphBuilder:
             self.names.add(name)
         return name
 
-    def _build(self, key, entry):
-        """Makes key's Node from its entry (its dependencies' Nodes are made)."""
-        made = self.made
+    def _build(self, key, entry, made, fused_in):
+        """Makes key's Node from its entry into made (its dependencies are made)."""
         kind = entry[0]
         if kind == _CALL:
             _, call, kwargs, refs, kwrefs, _ = entry
@@ -361,29 +397,65 @@ class GraphBuilder:
         elif kind == _ALIAS:
             made[key] = made[entry[1]]
             return
-        elif kind == _SPEC:
+        elif kind == _DATA:
+            value = entry[1]
+            if _plain_const(value):  # passed to its dependents as it is: no Node
+                made[key] = value
+                return
+            node = self._task_for(key)()  # a Node finished at once with the value
+            core._claim(node)
+            core._settle(node, core.DONE, value)
+        elif kind == _FUSED:
+            made[key] = self._expand(key, entry[1], made, fused_in)
+            return
+        else:  # _SPEC
             deps = entry[2]
             node = self._task_for(key)(_run_spec, entry[1], deps, *[made[d] for d in deps])
-        else:  # _DATA: a Node finished at once with the value
-            node = self._task_for(key)()
-            core._claim(node)
-            core._settle(node, core.DONE, entry[1])
-        self.order.append(key)
+        self.order.append(key if fused_in is None else _Part(fused_in, key))
         made[key] = node
 
+    def _expand(self, key, spec, made, fused_in):
+        """The Node of a fused task (dask's linear fusion of a chain of tasks, which dask runs
+        with its own small scheduler inside one task): one Node per task of its inner graph,
+        so that each runs as a task of its own (an intermediate value is freed as soon as the
+        next one has run; the trace shows each). Returns the Node of its output."""
+        inner, outkey, inkeys, inputs = _fused_parts(spec)
+        scope = {}  # the inner graph's keys: inner names may repeat in other fused tasks
+        part = key if fused_in is None else fused_in
+        for ik, a in zip(inkeys, inputs):
+            if type(a) is TaskRef:
+                scope[ik] = made[a.key]
+            elif type(a) is Alias:
+                scope[ik] = made[a.target]
+            elif type(a) is DataNode:
+                self._build(ik, (_DATA, a.value, ()), scope, part)
+            elif isinstance(a, GraphNode):  # evaluated with the values of the graph's keys
+                deps = tuple(a.dependencies)
+                scope[ik] = self._task_for(ik)(_run_spec, a, deps, *[made[d] for d in deps])
+                self.order.append(_Part(part, ik))
+            else:
+                self._build(ik, (_DATA, a, ()), scope, part)
+        self._walk([outkey], inner, scope, part)
+        return scope[outkey]
+
     # ------------------------------------------------------------------ errors
-    def dask_key(self, exc):
-        """The dask key whose task raised exc (taskgraph's note names the Node's key, made
-        from its thread's number and a counter: the Nodes made here have consecutive
-        numbers), or None."""
+    def note(self, exc):
+        """Adds to exc a note naming the dask key whose task raised it, if one of these Nodes
+        did (taskgraph's own note names the Node's key, made of its thread's number and a
+        counter: the Nodes made here have consecutive numbers after the probe's)."""
         mark = getattr(exc, "__taskgraph_task__", None)
         if not isinstance(mark, str) or self.first is None:
-            return None
+            return
         num = _key_number(mark)
         if num is None or num[0] != self.first[0]:
-            return None
-        i = num[1] - self.first[1]
-        return self.order[i] if 0 <= i < len(self.order) else None
+            return
+        i = num[1] - self.first[1] - 1
+        if not 0 <= i < len(self.order):
+            return
+        label = self.order[i]
+        where = (f"dask key {label.key!r} (its fused task {label.part!r})"
+                 if type(label) is _Part else f"dask key {label!r}")
+        exc.add_note(f"taskgraph.dask.get: raised by the task of {where}")
 
 
 def _key_number(node_key):
