@@ -6,12 +6,14 @@ timeouts, fail-fast, progress bars and traces are compute's own.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 from dask.core import flatten
 from dask.utils import ensure_dict
 
 from taskgraph._dask_graph import GraphBuilder
+from taskgraph._native import core
 from taskgraph.compute import compute
 
 __all__ = ["get"]
@@ -72,19 +74,42 @@ def get(dsk, keys, cache=None, num_workers=None, *, scheduler=None, timeout=None
         raise TypeError(f"taskgraph.dask.get: cache must be a dict of known values, got "
                         f"{type(cache).__name__}")
     flat = list(flatten(keys)) if isinstance(keys, list) else [keys]
-    graph = GraphBuilder(dsk, cache, _retries(annotations))
-    targets = graph.nodes(flat)
+    lazy_here = not (core.in_serial() or core._in_task())
+    graph = GraphBuilder(dsk, cache, _retries(annotations), track=core._in_task())
+    targets = graph.nodes(flat) if lazy_here else _build_elsewhere(graph, flat)
     try:
         values = compute(targets, workers=num_workers, scheduler=scheduler, timeout=timeout,
                          progress=progress)
     except BaseException as e:
-        graph.note(e)
-        raise
+        err = graph.failure(e)
+        if err is e:
+            raise
+        raise err
     finally:
         del targets
     if not isinstance(keys, list):
         return values[0]
     return _nested(keys, dict(zip(flat, values)))
+
+
+def _build_elsewhere(graph, keys):
+    """graph.nodes(keys) on a thread of its own. Inside a task a task call spawns its Node at
+    once, and in serial mode it runs it: the Nodes are built where calls build lazy Nodes,
+    and the compute then joins them like any lazy graph."""
+    out = []
+
+    def build():
+        try:
+            out.append(graph.nodes(keys))
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread below
+            out.append(e)
+
+    th = threading.Thread(target=build, name="taskgraph-dask-get-build", daemon=True)
+    th.start()
+    th.join()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
 
 
 def _nested(keys, values):

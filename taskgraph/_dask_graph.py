@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import operator
 import threading
+import weakref
 
 from dask._task_spec import (Alias, DataNode, GraphNode, Task as DaskTask, TaskRef,
                              _execute_subgraph, _is_dask_future, convert_legacy_task)
 from dask.utils import key_split
 
 from taskgraph._native import core
+from taskgraph.errors import CancelledError
 
 __all__ = ["GraphBuilder"]
 
@@ -221,17 +223,20 @@ def _fused_parts(spec):
 
 class GraphBuilder:
     """Builds the Nodes of one dask graph. ``nodes(keys)`` returns the Node (or the plain
-    constant) of each key; ``note(exc)`` adds to exc, a failure of these Nodes, a note naming
-    the dask key whose task raised it."""
+    constant) of each key; ``failure(exc)`` is what to raise for exc, a failure of their
+    compute (with a note naming the dask key whose task raised it)."""
 
-    def __init__(self, dsk, cache=None, retries=None):
+    def __init__(self, dsk, cache=None, retries=None, track=False):
         self.dsk = dsk
+        # Weak references to the Nodes made (track=True, inside a task): a failure raised to
+        # the caller is marked as seen, so that the task's end does not raise it again.
+        self.track = [] if track else None
         self.cache = cache or None
         self.retries = retries or None  # {key: int}
         self.keyset = dsk if not self.cache else _Both(dsk, self.cache)
         self.made = {}
         self.order = []       # the label (dask key, or _Part) of each Node made, in order
-        self.first = None     # (thread, number) of the key of a Node made just before them
+        self.first = None     # (thread, number) of the first Node's key (see _label)
         self.tasks = {}       # raw key name -> core.Task (no retries), for this graph
         self.names = set()    # the task names given so far
 
@@ -242,9 +247,6 @@ class GraphBuilder:
         for k in keys:
             if k not in dsk and not (cache and k in cache):
                 raise KeyError(k)
-        # The Nodes made on this thread from now on have consecutive numbers: the probe's
-        # number tells which label a Node's key belongs to (note()).
-        self.first = _key_number(_task_named(_FALLBACK_NAME, 0)().key)
         self._sweep()
         self._walk(keys, dsk, self.made, None)
         made = self.made
@@ -292,8 +294,11 @@ class GraphBuilder:
             t = tasks.get(raw)
             if t is None:
                 t = self._task_for(key)
-            made[key] = t(*call)
-            order.append(key)
+            made[key] = node = t(*call)
+            if not order or self.track is not None:
+                self._made(node, key)
+            else:
+                order.append(key)
 
     def _walk(self, keys, dsk, made, fused_in):
         """Makes the Nodes of keys (of graph dsk, into made) that are not made yet, and of
@@ -411,8 +416,15 @@ class GraphBuilder:
         else:  # _SPEC
             deps = entry[2]
             node = self._task_for(key)(_run_spec, entry[1], deps, *[made[d] for d in deps])
-        self.order.append(key if fused_in is None else _Part(fused_in, key))
+        self._made(node, key if fused_in is None else _Part(fused_in, key))
         made[key] = node
+
+    def _made(self, node, label):
+        if not self.order:
+            self.first = _key_number(node.key)
+        self.order.append(label)
+        if self.track is not None:
+            self.track.append(weakref.ref(node))
 
     def _expand(self, key, spec, made, fused_in):
         """The Node of a fused task (dask's linear fusion of a chain of tasks, which dask runs
@@ -432,30 +444,48 @@ class GraphBuilder:
             elif isinstance(a, GraphNode):  # evaluated with the values of the graph's keys
                 deps = tuple(a.dependencies)
                 scope[ik] = self._task_for(ik)(_run_spec, a, deps, *[made[d] for d in deps])
-                self.order.append(_Part(part, ik))
+                self._made(scope[ik], _Part(part, ik))
             else:
                 self._build(ik, (_DATA, a, ()), scope, part)
         self._walk([outkey], inner, scope, part)
         return scope[outkey]
 
     # ------------------------------------------------------------------ errors
-    def note(self, exc):
-        """Adds to exc a note naming the dask key whose task raised it, if one of these Nodes
-        did (taskgraph's own note names the Node's key, made of its thread's number and a
-        counter: the Nodes made here have consecutive numbers after the probe's)."""
+    def _label(self, exc):
+        """The label of the Node of ours whose task raised exc, or None. taskgraph's note
+        marks exc with the Node's key, made of its thread's number and a counter: the Nodes
+        made here have consecutive numbers from the first one's."""
         mark = getattr(exc, "__taskgraph_task__", None)
         if not isinstance(mark, str) or self.first is None:
-            return
+            return None
         num = _key_number(mark)
         if num is None or num[0] != self.first[0]:
-            return
-        i = num[1] - self.first[1] - 1
-        if not 0 <= i < len(self.order):
-            return
-        label = self.order[i]
+            return None
+        i = num[1] - self.first[1]
+        return self.order[i] if 0 <= i < len(self.order) else None
+
+    def failure(self, exc):
+        """What the compute of these Nodes should raise for exc, with a note naming the dask
+        key whose task raised it. Inside a task and in serial mode, a target whose dependency
+        failed raises CancelledError caused by that failure: the failure itself (a copy) is
+        raised instead, as outside."""
+        root = exc
+        while isinstance(root, CancelledError) and isinstance(root.__cause__, BaseException):
+            root = root.__cause__
+        label = self._label(root)
+        if label is None:
+            return exc
+        if root is not exc:
+            root = core.exception_copy(root)
+            root.__suppress_context__ = True
         where = (f"dask key {label.key!r} (its fused task {label.part!r})"
                  if type(label) is _Part else f"dask key {label!r}")
-        exc.add_note(f"taskgraph.dask.get: raised by the task of {where}")
+        root.add_note(f"taskgraph.dask.get: raised by the task of {where}")
+        for ref in self.track or ():
+            n = ref()
+            if n is not None and n.done():
+                n.exception()  # seen: delivered to the caller here
+        return root
 
 
 def _key_number(node_key):

@@ -62,7 +62,11 @@ def __getattr__(name):
     """DaskScheduler is imported on first use: ``import taskgraph.dask`` (for ``get``) must
     not need ``distributed``."""
     if name == "DaskScheduler":
-        from taskgraph._dask_client import DaskScheduler
+        try:
+            from taskgraph._dask_client import DaskScheduler
+        except ImportError as e:
+            raise ImportError(f"taskgraph.dask.DaskScheduler needs dask.distributed ({e}): "
+                              "pip install \"taskgraph-ft[dask]\"") from e
         globals()["DaskScheduler"] = DaskScheduler
         return DaskScheduler
     raise AttributeError(f"module 'taskgraph.dask' has no attribute {name!r}")
