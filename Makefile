@@ -134,6 +134,7 @@ bench: bench-deps
 	@$(PY) benchmarks/per_task.py --out benchmarks/results/per_task.json
 	@$(PY) benchmarks/instructions.py --out benchmarks/results/instructions.json || echo "no instruction counts"
 	@$(PY) benchmarks/dask_overhead.py --out benchmarks/results/dask.json
+	@$(PY) benchmarks/dask_get.py --out benchmarks/results/dask_get.json
 	@$(PY) benchmarks/reliability.py --out benchmarks/results/reliability.json
 	@$(PY) benchmarks/memory.py --out benchmarks/results/memory.json
 	@$(PY) benchmarks/map_fanout.py --out benchmarks/results/map_fanout.json
@@ -144,7 +145,8 @@ bench: bench-deps
 	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
 	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
 	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json \
-	  --shapes benchmarks/results/shapes.json --executor benchmarks/results/executor.json
+	  --shapes benchmarks/results/shapes.json --executor benchmarks/results/executor.json \
+	  --dask-get benchmarks/results/dask_get.json
 
 bench-quick: bench-deps
 	@mkdir -p build/bench-quick
@@ -152,6 +154,7 @@ bench-quick: bench-deps
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --quick --gil-subset --out build/bench-quick/gil.json; fi
 	@$(PY) benchmarks/per_task.py --quick --out build/bench-quick/per_task.json
 	@$(PY) benchmarks/dask_overhead.py --quick --out build/bench-quick/dask.json
+	@$(PY) benchmarks/dask_get.py --quick --out build/bench-quick/dask_get.json
 	@$(PY) benchmarks/reliability.py --quick --out build/bench-quick/reliability.json
 	@$(PY) benchmarks/memory.py --quick --out build/bench-quick/memory.json
 	@$(PY) benchmarks/map_fanout.py --quick --out build/bench-quick/map_fanout.json

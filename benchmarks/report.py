@@ -5,6 +5,7 @@ of docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.pn
                                 [--instructions INSTR.json] [--dask DASK.json] [--map MAP.json]
                                 [--shapes SHAPES.json]
                                 [--executor EXECUTOR.json]
+                                [--dask-get DASKGET.json]
 
 Needs matplotlib for the plot (the `plot` extra; `make bench` installs it in .venv-gil, since
 matplotlib does not build on CPython 3.13t). Without it the tables are still written.
@@ -20,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 PNG = os.path.join(ROOT, "docs", "img", "benchmarks.png")
 LATEST = os.path.join(ROOT, "benchmarks", "results", "latest.json")
+DASK_GET_PNG = os.path.join(ROOT, "docs", "img", "dask-get.png")
 BEGIN, END = "<!-- GENERATED: begin (benchmarks/report.py) -->", "<!-- GENERATED: end -->"
 TOOLS = ["serial", "taskgraph", "threadpool", "processpool", "joblib-threads", "joblib-loky",
          "dask-threads"]
@@ -427,6 +429,92 @@ def executor_table(ex):
     return "\n".join(lines)
 
 
+def dask_get_table(dg):
+    """taskgraph as dask's scheduler (benchmarks/dask_get.py): per task, dask.array, memory."""
+    us = lambda r: f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"  # noqa: E731
+    ms = lambda r: f"{r['median'] * 1e3:.1f} ms"  # noqa: E731
+    load = lambda k: ", ".join(f"{x:.1f}" for x in dg.get(k, ()))  # noqa: E731
+    cols = ["taskgraph 2w", "taskgraph 1w", "dask.threaded.get 2w", "dask.get", "dask.local.get_sync"]
+    runs = dg["flat"]["us_per_task"]["taskgraph 2w"]["runs"]
+    lines = ["### taskgraph as dask's scheduler (benchmarks/dask_get.py)", "",
+             f"dask {dg['versions'].get('dask')}, numpy {dg['versions'].get('numpy', 'n/a')}; "
+             f"medians of {runs} alternated runs{' (quick sizes)' if dg['env']['quick'] else ''}; "
+             f"load average {load('loadavg_start')} at the start, {load('loadavg_end')} at the end. "
+             "Per task: microseconds per task of the whole get call (min-max); conversion: "
+             "taskgraph's building of the Nodes alone.", "",
+             "| graph | tasks | " + " | ".join(cols) + " | conversion | threaded / taskgraph (2w) "
+             "| dask.get / taskgraph (1w) |", "|---|---|" + "---|" * (len(cols) + 3)]
+    for name in ("flat", "tree"):
+        r = dg[name]
+        lines.append(f"| {name} | {r['tasks']:,} | " + " | ".join(us(r["us_per_task"][c]) for c in cols)
+                     + f" | {r['convert_us_per_task']:.2f} | {r['speedup_vs_threaded_2w']:.1f}x "
+                     f"| {r['speedup_vs_sync_1w']:.1f}x |")
+    if "array_small" in dg:
+        lines += ["", "| dask.array, (sin(x) + 1).sum() | chunks | taskgraph (2w) | threads (2w) "
+                  "| sync | threads / taskgraph |", "|---|---|---|---|---|---|"]
+        for label, key in (("small chunks", "array_small"), ("large chunks", "array_large")):
+            r = dg[key]
+            for what, title in (("compute", "x.compute()"), ("get", "get alone")):
+                t = r[f"{what}_s"]
+                lines.append(f"| {label} {tuple(r['chunks'])}, {title} | {r['nchunks']:,} | "
+                             f"{ms(t['taskgraph'])} | {ms(t['threads'])} | {ms(t['sync'])} | "
+                             f"{r[f'{what}_speedup_vs_threads']:.2f}x |")
+    if "memory" in dg:
+        m = dg["memory"]
+        lines += ["", f"Streaming reduction over {m['bytes'] / 2**30:.2f} GiB in {m['chunks']} "
+                  f"chunks, peak RSS during the compute (fresh processes): taskgraph "
+                  f"{m['taskgraph']['peak_mib']:.0f} MiB, dask.threaded.get "
+                  f"{m['dask.threaded.get']['peak_mib']:.0f} MiB ({m['peak_ratio']:.2f}x).", ""]
+    lines += ["| target (issue 25) | figure | met |", "|---|---|---|"]
+    lines += [f"| {t['label']} {t['target']} | {t['value']:.2f} | {'yes' if t['met'] else '**no**'} |"
+              for t in dg["targets"]]
+    if dask_get_plot(dg):
+        lines += ["", "![taskgraph.dask.get against dask's local schedulers](img/dask-get.png)"]
+    return "\n".join(lines)
+
+
+def dask_get_plot(dg):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    cols = ["taskgraph 2w", "taskgraph 1w", "dask.threaded.get 2w", "dask.get"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    width = 0.2
+    for j, c in enumerate(cols):
+        vals = [dg[g]["us_per_task"][c]["median"] for g in ("flat", "tree")]
+        a1.bar([i + j * width for i in range(2)], vals, width, label=c,
+               color="#c0392b" if c.startswith("taskgraph") else None,
+               alpha=1.0 if c == "taskgraph 2w" else 0.6)
+    a1.set_yscale("log")
+    a1.set_ylim(top=10 * max(dg[g]["us_per_task"][c]["median"] for g in ("flat", "tree") for c in cols))
+    a1.set_xticks([i + 1.5 * width for i in range(2)])
+    a1.set_xticklabels([f"flat ({dg['flat']['tasks']:,} tasks)", f"tree ({dg['tree']['tasks']:,} tasks)"])
+    a1.set_ylabel("us per task (log)")
+    a1.set_title("dask graphs of tiny tasks, per task")
+    a1.legend(fontsize=8, ncol=2, loc="upper left")
+    if "array_small" in dg:
+        names = ["taskgraph", "threads", "sync"]
+        groups = [("small, compute()", dg["array_small"]["compute_s"]),
+                  ("small, get", dg["array_small"]["get_s"]),
+                  ("large, compute()", dg["array_large"]["compute_s"])]
+        for j, n in enumerate(names):
+            a2.bar([i + j * 0.25 for i in range(len(groups))],
+                   [g[n]["median"] * 1e3 for _, g in groups], 0.25, label=n,
+                   color="#c0392b" if n == "taskgraph" else None)
+        a2.set_xticks([i + 0.25 for i in range(len(groups))])
+        a2.set_xticklabels([g for g, _ in groups])
+        a2.set_ylabel("ms")
+        a2.set_title("dask.array (sin(x) + 1).sum(), 2 workers")
+        a2.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(DASK_GET_PNG), exist_ok=True)
+    fig.savefig(DASK_GET_PNG, dpi=90)
+    return True
+
+
 def plot(doc):
     try:
         import matplotlib
@@ -477,12 +565,13 @@ def main(argv=None):
     ap.add_argument("--map")
     ap.add_argument("--shapes")
     ap.add_argument("--executor")
+    ap.add_argument("--dask-get")
     a = ap.parse_args(argv)
     read = lambda p: json.load(open(p)) if p and os.path.exists(p) else None  # noqa: E731
     doc, gil, pt, ins = read(a.suite), read(a.gil), read(a.per_task), read(a.instructions)
-    dk, mp, sh, ex = read(a.dask), read(a.map), read(a.shapes), read(a.executor)
+    dk, mp, sh, ex, dg = read(a.dask), read(a.map), read(a.shapes), read(a.executor), read(a.dask_get)
     merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins,
-              "dask": dk, "map_fanout": mp, "shapes": sh, "executor": ex}
+              "dask": dk, "map_fanout": mp, "shapes": sh, "executor": ex, "dask_get": dg}
     os.makedirs(os.path.dirname(LATEST), exist_ok=True)
     with open(LATEST, "w") as f:
         json.dump(merged, f, indent=1)
@@ -509,6 +598,8 @@ def main(argv=None):
         gen += [shapes_table(sh), ""]
     if ex:
         gen += [executor_table(ex), ""]
+    if dg:
+        gen += [dask_get_table(dg), ""]
     gen += [tables(doc, gil), END]
     text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     i, j = text.index(BEGIN), text.index(END) + len(END)
