@@ -7,8 +7,10 @@ timeouts, fail-fast, progress bars and traces are compute's own.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Mapping
 
+from dask.callbacks import Callback
 from dask.core import flatten
 from dask.utils import ensure_dict
 
@@ -41,7 +43,8 @@ def get(dsk, keys, cache=None, num_workers=None, *, scheduler=None, timeout=None
     ``progress=True`` are ``taskgraph.compute``'s. ``cache``: a dict of values already known
     by key (they are used, not computed). Other keywords dask passes to schedulers (``pool``,
     ``callbacks``, ``chunksize``, ...) are accepted and ignored, as dask's own schedulers ignore
-    what they do not use.
+    what they do not use. dask's scheduler callbacks (``dask.diagnostics``' ProgressBar,
+    Profiler, ...) are not called: a ``RuntimeWarning`` says so when some are active.
 
     dask's ``retries`` annotation (``with dask.annotate(retries=2)``) becomes the task's
     ``retries`` (run again at once, on the same worker); other annotations (``priority``,
@@ -56,6 +59,11 @@ def get(dsk, keys, cache=None, num_workers=None, *, scheduler=None, timeout=None
     background). Each key runs once; an intermediate value is freed as soon as the last task
     that needs it has run.
     """
+    if Callback.active or kwargs.get("callbacks"):
+        warnings.warn("taskgraph.dask.get does not call dask's scheduler callbacks "
+                      "(dask.diagnostics' ProgressBar, Profiler, ...): pass progress=True for a "
+                      "progress bar, and use taskgraph.trace() for a profile", RuntimeWarning,
+                      stacklevel=2)
     del kwargs  # dask's other scheduler keywords: nothing to do with them here
     if num_workers is not None and scheduler is not None:
         raise TypeError("taskgraph.dask.get: give num_workers or scheduler, not both")

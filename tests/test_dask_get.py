@@ -169,6 +169,13 @@ def test_dask_config_and_compute_keywords():
     assert x.compute(scheduler=taskgraph.dask.get, pool=None, chunksize=4) == 4  # ignored
 
 
+@pytest.mark.thread_unsafe(reason="dask's active callbacks are process-wide")
+def test_dask_callbacks_are_not_called_and_a_warning_says_so():
+    from dask.diagnostics import ProgressBar
+    with ProgressBar(), pytest.warns(RuntimeWarning, match="progress=True"):
+        assert get({"x": 1, "y": (inc, "x")}, "y") == 2
+
+
 def _compute_inside(n):
     return get({"a": n, "b": (inc, "a")}, "b")
 
