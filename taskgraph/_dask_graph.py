@@ -35,8 +35,10 @@ keeps no reference once the graph is built).
 """
 from __future__ import annotations
 
+import functools
 import operator
 import threading
+import types
 import weakref
 
 from dask._task_spec import (Alias, DataNode, GraphNode, Task as DaskTask, TaskRef,
@@ -53,6 +55,9 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 # Constants passed to a function as they are: taskgraph does not look inside them.
 _PLAIN = frozenset({int, float, str, bytes, bool, complex, type(None), slice, range})
 _SMALL_TUPLE = 32  # a tuple of plain constants up to this long (an index) is passed as is
+# The types of most task functions: callable, and not a task-spec object (dask's rule).
+_FUNCTION_TYPES = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                             functools.partial})
 
 # The entries' kinds once parsed.
 _CALL, _SPEC, _DATA, _ALIAS, _FUSED = range(5)
@@ -115,6 +120,7 @@ class _Again:
 #   (_CALL, call, kwargs, refs, kwrefs, deps): call(*...) with call = (func, *args), and the
 #       key refs[j][1] at position refs[j][0] of call (kwrefs: (name, key) in kwargs);
 #   (_SPEC, spec, deps): a task-spec node run by its own __call__;
+#   (_FUSED, spec, deps): a fused task, one Node per part (GraphBuilder._expand);
 #   (_DATA, value, ()); (_ALIAS, target, (target,)).
 _NO_REFS = object()  # a legacy call with no key among its arguments: the tuple is the call
 
@@ -139,30 +145,38 @@ def _legacy_arg(a, keyset):
 
 def _legacy_call(task, keyset):
     """The entry of a legacy (func, *args) tuple whose arguments are keys and constants:
-    _NO_REFS if none is a key; None for anything else (dask converts it)."""
-    if not task or not callable(task[0]) or isinstance(task[0], GraphNode):
+    _NO_REFS if none is a key; None for anything else (dask converts it). Per task: kept to
+    the fewest bytecodes (CPython 3.13t does not specialize them)."""
+    if not task:
+        return None
+    f = task[0]
+    if type(f) not in _FUNCTION_TYPES and (not callable(f) or isinstance(f, GraphNode)):
         return None
     refs = None
-    for i in range(1, len(task)):
-        a = task[i]
-        ta = type(a)
-        if ta is int or ta is str or ta is float or ta is tuple:
-            try:
-                if a not in keyset:
-                    if ta is tuple:
-                        return None  # a nested task or a container: dask converts it
+    i = 0
+    for a in task:  # the function first (i == 0), then the arguments
+        if i:
+            ta = type(a)
+            if ta is int or ta is str or ta is float or ta is tuple:
+                try:
+                    if a not in keyset:
+                        if ta is tuple:
+                            return None  # a nested task or a container: dask converts it
+                        i += 1
+                        continue
+                except TypeError:  # a tuple with something unhashable inside
+                    return None
+            else:
+                k = _legacy_arg(a, keyset)
+                if k == 0:
+                    i += 1
                     continue
-            except TypeError:  # a tuple with something unhashable inside
-                return None
-        else:
-            k = _legacy_arg(a, keyset)
-            if k == 0:
-                continue
-            if k < 0:
-                return None
-        if refs is None:
-            refs = []
-        refs.append((i, a))
+                if k < 0:
+                    return None
+            if refs is None:
+                refs = []
+            refs.append((i, a))
+        i += 1
     if refs is None:
         return _NO_REFS
     return (_CALL, task, None, refs, None, [k for _, k in refs])
@@ -264,6 +278,7 @@ class GraphBuilder:
         this loop is the conversion's cost per task."""
         made, keyset, order, tasks, dsk = self.made, self.keyset, self.order, self.tasks, self.dsk
         inline = self.cache is None and self.retries is None
+        plain = self.track is None
         for key, task in dsk.items():
             e = call = None
             if inline:
@@ -295,7 +310,7 @@ class GraphBuilder:
             if t is None:
                 t = self._task_for(key)
             made[key] = node = t(*call)
-            if not order or self.track is not None:
+            if not order or not plain:
                 self._made(node, key)
             else:
                 order.append(key)
