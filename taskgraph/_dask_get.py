@@ -56,8 +56,14 @@ def get(dsk, keys, cache=None, num_workers=None, *, scheduler=None, timeout=None
     note naming the dask key; what has not started is cancelled (fail fast) and the call
     returns once the tasks already running have finished. Ctrl-C cancels the rest and raises
     ``KeyboardInterrupt`` within about half a second (tasks already running finish in the
-    background). Each key runs once; an intermediate value is freed as soon as the last task
-    that needs it has run.
+    background); ``timeout`` raises ``TimeoutError`` after cancelling what has not started.
+    Each key runs once; an intermediate value is freed as soon as the last task that needs it
+    has run.
+
+    Inside a task (a dask task, or a ``@tg.task``, that calls a dask compute), with neither
+    ``scheduler`` nor ``num_workers``, the graph joins the running task: its tasks run as children of it, on its scheduler, and the waiting
+    worker runs them too (no deadlock, even on one worker); a failure is raised to the caller
+    as outside, and once raised it is not raised again at the end of the calling task.
     """
     if Callback.active or kwargs.get("callbacks"):
         warnings.warn("taskgraph.dask.get does not call dask's scheduler callbacks "
