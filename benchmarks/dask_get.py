@@ -232,7 +232,7 @@ def main(argv=None):
             res["array_small"] = array_case((400, 400), (10, 10), s2, runs)
             res["array_large"] = array_case((8000, 8000) if not a.quick else (4000, 4000),
                                             (2000, 2000) if not a.quick else (1000, 1000), s2,
-                                            max(3, runs // 2))
+                                            runs)
     if "array_small" in res:
         print("memory (fresh processes):", flush=True)
         res["memory"] = memory(3 if not a.quick else 1, a.quick)
