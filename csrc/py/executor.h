@@ -1,6 +1,6 @@
 /* The native half of taskgraph.Executor (executor.c): its work item, and the way one call
  * goes onto the pool (spawned inside one of the executor's tasks, injected from anywhere
- * else). Layer 11 (docs/design/native.md), beside task: above node. */
+ * else). Layer 12 (docs/design/native.md), beside task: above node. */
 #ifndef TG_PY_EXECUTOR_H
 #define TG_PY_EXECUTOR_H
 

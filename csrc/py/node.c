@@ -1,12 +1,10 @@
 /* The Node type: one call of a task, as Python sees it (result(), exception(), done(), cancel(),
- * compute(), properties), building a node and waiting for one outside the workers. Its record
- * (key, outcome, inputs, cancel requests, children) is in noderec.c. Built by Task (task.c);
+ * compute(), properties) and building a node; waiting for one and reading its outcome are in
+ * outcome.c, its record (key, outcome, inputs, cancel requests, children) in noderec.c. Built by Task (task.c);
  * run by the workers (worker.c) or inline. */
 #include "node.h"
 #include "callbacks.h"
 #include "hints.h"
-
-#include <time.h>
 
 NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject *const *args,
                         size_t nargsf, PyObject *kwnames) {
@@ -47,272 +45,6 @@ fail:
     Py_DECREF(name);
     Py_XDECREF(retry);
     return NULL;
-}
-
-static void sleep_detached(double seconds) {
-    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    Py_BEGIN_ALLOW_THREADS
-    nanosleep(&ts, NULL);
-    Py_END_ALLOW_THREADS
-}
-
-int tg_node_wait_external(NodeObject *n, double timeout) {
-    double delay = 0.0002, waited = 0.0;
-    if (tg_engine_check_owner(n) < 0) return -1; /* a node of a run made before fork() */
-    while (tg_task_state(&n->t) < TG_DONE) {
-        if (PyErr_CheckSignals() < 0) return -1;
-        if (timeout >= 0 && waited >= timeout) {
-            PyObject *t = PyFloat_FromDouble(timeout);
-            if (t) tg_err_node(PyExc_TimeoutError, n, "node %U not done after %R s", t);
-            Py_XDECREF(t);
-            return -1;
-        }
-        double step = delay;
-        if (timeout >= 0 && waited + step > timeout) step = timeout - waited;
-        sleep_detached(step);
-        waited += step;
-        delay = delay * 2 < 0.02 ? delay * 2 : 0.02;
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- waiting */
-
-static PyObject *call_hook(PyObject *hook, NodeObject *n, double timeout) {
-    if (!hook) {
-        PyErr_SetString(PyExc_RuntimeError, "taskgraph._core is not configured");
-        return NULL;
-    }
-    PyObject *list = PyList_New(1);
-    if (!list) return NULL;
-    PyList_SET_ITEM(list, 0, Py_NewRef((PyObject *)n));
-    PyObject *r;
-    if (hook == TG.hook_compute_lazy) {
-        PyObject *t = timeout >= 0 ? PyFloat_FromDouble(timeout) : Py_NewRef(Py_None);
-        r = t ? PyObject_CallFunctionObjArgs(hook, list, t, NULL) : NULL;
-        Py_XDECREF(t);
-    } else {
-        r = PyObject_CallOneArg(hook, list);
-    }
-    Py_DECREF(list);
-    return r;
-}
-
-/* A wait on a worker thread outside any task (a done callback, a finalizer, a note the engine
- * writes on an exception: code that runs as no task) for a node of that worker's own
- * scheduler: the worker would block instead of running tasks, and the node may need exactly
- * this one (a task suspended below this code on the same thread, as a parent is below a
- * child run inside its join, or the only worker), so it could wait forever. Refused. */
-static int refuse_wait_as_no_task(Runner *W, NodeObject *n) {
-    return tg_err_node(TG.TaskgraphError, n,
-                       "waiting for node %U on worker %d of %U outside any task (in a done "
-                       "callback, a finalizer or an exception's note): that worker would block "
-                       "on its own scheduler's node, which may need it, and could wait forever; "
-                       "add a done callback to the node instead of waiting", W->index, W->runs->label);
-}
-
-/* Waits until n has finished, by the means that fit this thread (see result()). */
-static int node_wait(NodeObject *n, double timeout, int has_timeout) {
-    tg_tls *tls = &TG_TLS;
-    Runner *W = tls->worker;
-    int st = tg_task_state(&n->t);
-    int in_task = W && W->current;
-    /* Relaxed owner (see noderec.h): NULL for a node claimed a moment ago means "not ours". */
-    int ours = in_task && atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine;
-    if (has_timeout && in_task && ((st == TG_NEW && !tls->serial) || ours)) {
-        PyObject *cur = tg_node_key(W->current);
-        if (cur)
-            tg_err_node(TG.TaskgraphError, n,
-                        "result(timeout=...) of %U inside task %U: a join inside a worker runs "
-                        "other work until the node is done and cannot time out", cur);
-        Py_XDECREF(cur);
-        return -1;
-    }
-    if (st >= TG_DONE) return 0;
-    /* Relaxed owner, as above. A lazy node is refused by the compute (scheduler.py). */
-    if (W && !in_task && st != TG_NEW && atomic_load_explicit(&n->owner, memory_order_relaxed) == (void *)W->engine)
-        return refuse_wait_as_no_task(W, n);
-    /* Inside a task, a node that is running or queued anywhere (this scheduler, another one,
-     * claimed inline by another thread) is joined: the worker runs other work meanwhile, so
-     * nothing it holds in its own deque waits for it. Serial mode changes only how a NEW node
-     * runs (here, at once). */
-    if (in_task && !has_timeout && (st != TG_NEW || !tls->serial)) return tg_join(W, n);
-    if (tls->backend && !tls->serial) { /* a task of another backend (dask) waits */
-        PyObject *t = has_timeout ? PyFloat_FromDouble(timeout) : Py_NewRef(Py_None);
-        PyObject *r = t ? PyObject_CallMethodObjArgs(tls->backend, TG.str_wait, (PyObject *)n, t, NULL) : NULL;
-        Py_XDECREF(t);
-        if (!r) return -1;
-        Py_DECREF(r);
-        return tg_task_state(&n->t) >= TG_DONE ? 0 : tg_node_wait_external(n, has_timeout ? timeout : -1.0);
-    }
-    if (st == TG_NEW) {
-        PyObject *r = call_hook(tls->serial ? TG.hook_run_serially : TG.hook_compute_lazy, n, timeout);
-        if (!r) return -1;
-        Py_DECREF(r);
-    } else {
-        tg_task_want(&n->t); /* claimed by a compute: its cancel must not skip it under us */
-    }
-    return tg_node_wait_external(n, has_timeout ? timeout : -1.0);
-}
-
-static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                         double *timeout, int *has) {
-    PyObject *t = nargs > 0 ? args[0] : NULL;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "takes at most one argument (timeout)");
-        return -1;
-    }
-    for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
-        if (t || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "timeout") != 0) {
-            PyErr_Format(PyExc_TypeError, "unexpected keyword argument %R", PyTuple_GET_ITEM(kwnames, i));
-            return -1;
-        }
-        t = args[nargs + i];
-    }
-    *has = t && t != Py_None;
-    *timeout = -1.0;
-    if (*has) {
-        if (!PyNumber_Check(t) || PyBool_Check(t)) {
-            PyErr_Format(PyExc_TypeError, "timeout must be a number >= 0 or None, got %.100s %R",
-                         Py_TYPE(t)->tp_name, t);
-            return -1;
-        }
-        *timeout = PyFloat_AsDouble(t);
-        if (*timeout == -1.0 && PyErr_Occurred()) return -1;
-        if (*timeout < 0 || *timeout != *timeout) {
-            PyErr_Format(PyExc_ValueError, "timeout must be a number >= 0 or None, got %R", t);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* n's outcome was just read. If that happened in the task that spawned n, on its thread (the
- * only one that touches its list of children), the first few entries of the list are looked
- * at: n and those that finished with a result (no sync needs them) are forgotten, once their
- * runner has retired them (tg_kid_retired): a loop that spawns, joins and drops one child at a time (with or without Node
- * arguments, which add the argument nodes as children too) keeps about one alive, not the up
- * to 64 that tg_add_kid's pruning (worker.c) would. n itself lives on while the caller holds
- * it. */
-static void forget_read_kid(NodeObject *n) {
-    NodeObject *p = tg_node_parent(n);
-    if (!p) return;
-    Runner *W = TG_TLS.worker;
-    /* p->kids is read only on the thread running p (checked first: no race on it). */
-    if (!W || W->current != p) return;
-    NodeObject **link = &p->kids, *gone = NULL;
-    for (int i = 0; i < 4 && *link; i++) {
-        NodeObject *k = *link;
-        /* A covered child still held by its runner (not retired yet) stays on the list. */
-        if ((k != n && tg_task_state(&k->t) != TG_DONE) || !tg_kid_retired(k)) {
-            link = &k->sibling;
-            continue;
-        }
-        *link = k->sibling;
-        if (k == n || tg_surely_not_last((PyObject *)k)) { /* the caller holds n */
-            k->sibling = NULL;
-            Py_DECREF(k); /* the list's reference: not the last one, no Python code runs */
-        } else {
-            k->sibling = gone;
-            gone = k;
-        }
-    }
-    /* The others' references, dropped once the walk is over (a finalizer may spawn, or
-     * prune) and as no task. */
-    if (gone) tg_drop_kids(W, gone);
-}
-
-static PyObject *node_result(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    if (nargs || kwnames || tg_task_state(&n->t) < TG_DONE) {
-        double timeout;
-        int has;
-        if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
-        if (node_wait(n, timeout, has) < 0) return NULL;
-    }
-    PyObject *r = tg_node_outcome(n);
-    forget_read_kid(n);
-    return r;
-}
-
-static PyObject *node_exception(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    double timeout;
-    int has;
-    if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
-    if (node_wait(n, timeout, has) < 0) return NULL;
-    atomic_store_explicit(&n->seen, 1, memory_order_relaxed); /* see tg_node_outcome */
-    forget_read_kid(n);
-    if (tg_task_state(&n->t) == TG_DONE) Py_RETURN_NONE;
-    return Py_NewRef(n->value);
-}
-
-/* _wait(): waits like exception() (inside a task: joins) without reading the outcome, so a
- * failure stays unobserved: its parent's sync still reports it (tg.wait, tg.as_completed). */
-static PyObject *node_wait_unread(NodeObject *n, PyObject *unused) {
-    (void)unused;
-    if (node_wait(n, -1.0, 0) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-/* _peek_exception(): the exception of a finished node (failed or cancelled), or None; never
- * waits, and does not mark the failure observed (a display: _notebook.node_html). */
-static PyObject *node_peek_exception(NodeObject *n, PyObject *unused) {
-    (void)unused;
-    return Py_NewRef(tg_task_state(&n->t) > TG_DONE ? n->value : Py_None);
-}
-
-/* add_done_callback(fn): a callback run at once here runs as no task, as it does on the
- * finishing thread (a task called in it builds a lazy node). */
-static PyObject *node_add_done_callback(NodeObject *n, PyObject *fn) {
-    NodeObject *cur = tg_suspend_task();
-    PyObject *r = tg_node_add_done_callback(n, fn);
-    tg_resume_task(cur);
-    return r;
-}
-
-PyObject *tg_nodes_first_error(PyObject *nodes) {
-    PyObject *first = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
-        PyObject *x = PyList_GetItemRef(nodes, i); /* the caller's list: a strong reference */
-        if (!x) return NULL;
-        PyObject *exc = NULL;
-        if (Py_TYPE(x) != &TG_NodeType) {
-            PyErr_SetString(PyExc_TypeError, "first_error() takes a list of Nodes");
-            Py_DECREF(x);
-            Py_XDECREF(first);
-            return NULL;
-        }
-        NodeObject *n = (NodeObject *)x;
-        if (tg_task_state(&n->t) < TG_DONE) { /* not finished: exception()'s own wait */
-            exc = node_exception(n, NULL, 0, NULL);
-        } else { /* node_exception without the call: seen, forgotten, its exception */
-            atomic_store_explicit(&n->seen, 1, memory_order_relaxed); /* see tg_node_outcome */
-            forget_read_kid(n);
-            exc = tg_task_state(&n->t) == TG_DONE ? Py_NewRef(Py_None) : Py_NewRef(n->value);
-        }
-        Py_DECREF(x);
-        if (!exc) {
-            Py_XDECREF(first);
-            return NULL;
-        }
-        if (exc != Py_None && !first) first = exc;
-        else Py_DECREF(exc);
-    }
-    return first ? first : Py_NewRef(Py_None);
-}
-
-PyObject *tg_nodes_not_done(PyObject *nodes) {
-    PyObject *out = PyList_New(0);
-    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(nodes); i++) {
-        PyObject *x = PyList_GetItemRef(nodes, i); /* the caller's list: a strong reference */
-        if (!x || Py_TYPE(x) != &TG_NodeType) {
-            if (x) PyErr_SetString(PyExc_TypeError, "not_done() takes a list of Nodes");
-            Py_CLEAR(out);
-        } else if (tg_task_state(&((NodeObject *)x)->t) < TG_DONE && PyList_Append(out, x) < 0) {
-            Py_CLEAR(out);
-        }
-        Py_XDECREF(x);
-    }
-    return out;
 }
 
 static PyObject *node_done(NodeObject *n, PyObject *unused) {
@@ -499,8 +231,8 @@ PyDoc_STRVAR(add_done_callback_doc,
 "TaskgraphError. TypeError if fn is not callable.");
 
 static PyMethodDef node_methods[] = {
-    {"result", (PyCFunction)(void (*)(void))node_result, METH_FASTCALL | METH_KEYWORDS, result_doc},
-    {"exception", (PyCFunction)(void (*)(void))node_exception, METH_FASTCALL | METH_KEYWORDS, exception_doc},
+    {"result", (PyCFunction)(void (*)(void))tg_node_result_m, METH_FASTCALL | METH_KEYWORDS, result_doc},
+    {"exception", (PyCFunction)(void (*)(void))tg_node_exception_m, METH_FASTCALL | METH_KEYWORDS, exception_doc},
     {"cancel", (PyCFunction)node_cancel, METH_NOARGS, cancel_doc},
     {"done", (PyCFunction)node_done, METH_NOARGS,
      "True when the node has finished: with a result, an exception, or cancelled. Never "
@@ -508,7 +240,7 @@ static PyMethodDef node_methods[] = {
     {"compute", (PyCFunction)(void (*)(void))node_compute, METH_VARARGS | METH_KEYWORDS,
      "Same as taskgraph.compute(self, **kwargs)."},
     {"__reduce__", (PyCFunction)node_reduce, METH_NOARGS, "Nodes cannot be pickled."},
-    {"add_done_callback", (PyCFunction)node_add_done_callback, METH_O, add_done_callback_doc},
+    {"add_done_callback", (PyCFunction)tg_node_add_done_callback_m, METH_O, add_done_callback_doc},
     {"remove_done_callback", (PyCFunction)tg_node_remove_done_callback, METH_O,
      "remove_done_callback(fn): removes every fn (==) not yet called from the done callbacks; "
      "returns how many were removed (as asyncio.Future.remove_done_callback)."},
@@ -523,9 +255,9 @@ static PyMethodDef node_methods[] = {
     {"__trunc__", (PyCFunction)tg_node_trunc, METH_NOARGS, "Raises a hint."},
     {"__format__", (PyCFunction)tg_node_format_spec, METH_O,
      "format(node, '') is str(node); a format spec raises a hint."},
-    {"_wait", (PyCFunction)node_wait_unread, METH_NOARGS,
+    {"_wait", (PyCFunction)tg_node_wait_unread_m, METH_NOARGS,
      "Waits like exception() (inside a task: joins), without counting as reading the outcome."},
-    {"_peek_exception", (PyCFunction)node_peek_exception, METH_NOARGS,
+    {"_peek_exception", (PyCFunction)tg_node_peek_exception_m, METH_NOARGS,
      "The exception of a finished node (failed or cancelled), or None; never waits and does "
      "not count as reading it (displays)."},
     {"_repr_html_", (PyCFunction)tg_node_repr_html, METH_NOARGS,

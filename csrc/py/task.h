@@ -1,5 +1,5 @@
 /* Task (task.c): the decorated function; calling it builds a Node, and spawns it inside a
- * task or runs it at once in serial mode. Layer 11 (docs/design/native.md). */
+ * task or runs it at once in serial mode. Layer 12 (docs/design/native.md). */
 #ifndef TG_PY_TASK_H
 #define TG_PY_TASK_H
 
