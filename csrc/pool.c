@@ -161,11 +161,11 @@ static int64_t room(tg_pool *p, int w, int64_t most) {
     return r > most ? most : r < 1 ? 1 : r;
 }
 
-/* The rest of a batch (items[1..n), within room(): no growth, so no failure) onto w's own deque,
- * where others may steal it; the sleepers are told as after any push (sleep.md, rule 1). */
-static void keep_rest(tg_pool *p, int w, const uint64_t *items, int64_t n) {
+/* items[1..n) of a batch (fits: room()) onto w's deque for thieves, sleepers told (sleep.md rule
+ * 1); an injected one (`fifo`) newest first, so w runs it oldest first (Executor(1) is FIFO). */
+static void keep_rest(tg_pool *p, int w, const uint64_t *items, int64_t n, int fifo) {
     for (int64_t i = 1; i < n; i++)
-        if (tg_deque_push(p->w[w].dq, items[i]) != 0) abort();
+        if (tg_deque_push(p->w[w].dq, items[fifo ? n - i : i]) != 0) abort();
     if (n > 1) notify_pushed(p);
 }
 
@@ -176,7 +176,7 @@ static int take_injected(tg_pool *p, int w, uint64_t *out) {
     uint64_t items[INJECT_BATCH_MAX];
     int64_t took = tg_injector_take(&p->inj, p->n, room(p, w, INJECT_BATCH_MAX), items);
     if (took == 0) return 0;
-    keep_rest(p, w, items, took);
+    keep_rest(p, w, items, took, 1);
     for (int64_t i = 0; i < took; i++) stat_inc(&p->w[w], TG_STAT_INJECTED);
     *out = items[0];
     return 1;
@@ -338,7 +338,7 @@ static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out, 
          * another worker may run and finish it. */
         atomic_store_explicit(&t->thief, w + 1, memory_order_relaxed);
     }
-    keep_rest(p, w, items, n);
+    keep_rest(p, w, items, n, 0);
     *out = items[0];
     *got = n;
     return TG_OK;

@@ -168,6 +168,22 @@ def test_base_exceptions_are_stored_too_and_the_worker_survives():
 
 
 # ---------------------------------------------------------------------- cancellation
+def test_one_worker_runs_calls_submitted_from_outside_in_submission_order():
+    """Executor(1) is an ordered queue, as ThreadPoolExecutor(1) is: code that serialises work
+    through it (a writer, a log) relies on that. The calls queue up behind a blocked one, so the
+    worker takes them from the injector in batches."""
+    with tg.Executor(1) as ex:
+        gate = threading.Event()
+        blocker = ex.submit(gate.wait, 30)
+        ran = []
+        fs = [ex.submit(ran.append, i) for i in range(300)]
+        gate.set()
+        assert blocker.result() is True
+        for f in fs:
+            f.result()
+    assert ran == list(range(300))
+
+
 def test_a_cancelled_future_never_runs():
     with tg.Executor(1) as ex:
         gate = threading.Event()
