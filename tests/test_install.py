@@ -173,11 +173,14 @@ with tg.Scheduler(workers=2) as s:
     assert len(tr.records) > 1 and s.stats()
     x = add(1, 2)
     lazy = tg.compute(x, add(x, 10), scheduler=s)
+with tg.Executor(2) as ex:                 # the concurrent.futures front door: GIL still off
+    executor = [ex.submit(fib_serial, 10).result(), list(ex.map(fib_serial, range(6)))]
 print(json.dumps({
     "free_threaded_build": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
     "gil_enabled": sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True,
     "fib": forkjoin,
     "lazy": list(lazy),
+    "executor": executor,
     "cffi_loaded": "_cffi_backend" in sys.modules,
     "faults": importlib.import_module("taskgraph._native").core.FAULTS,
     "gil_warnings": [str(w.message) for w in caught if issubclass(w.category, tg.GILWarning)],
@@ -209,6 +212,8 @@ def test_pip_install_into_a_fresh_venv_and_run(interp, kind, dists, tmp_path):
         problems.append(f"fork-join fib(24) gave {got['fib']}, not {FIB[24]}")
     if got["lazy"] != [3, 13]:
         problems.append(f"the lazy graph gave {got['lazy']}, not [3, 13]")
+    if got["executor"] != [55, [0, 1, 1, 2, 3, 5]]:
+        problems.append(f"tg.Executor gave {got['executor']}, not [55, [0, 1, 1, 2, 3, 5]]")
     if not pathlib.Path(got["file"]).is_relative_to(venv.resolve()) and \
             not pathlib.Path(got["file"]).is_relative_to(venv):
         problems.append(f"taskgraph was imported from {got['file']}, not from the venv")
@@ -225,7 +230,7 @@ def test_pip_install_into_a_fresh_venv_and_run(interp, kind, dists, tmp_path):
         if not got["free_threaded_build"]:
             problems.append("the free-threaded venv runs a GIL build")
         if got["gil_enabled"]:
-            problems.append("the GIL is on after import taskgraph and a compute, with no "
+            problems.append("the GIL is on after import taskgraph, a compute and an Executor, with no "
                             "-X gil=0 or PYTHON_GIL")
         if got["gil_warnings"]:
             problems.append(f"GILWarning on the free-threaded interpreter: {got['gil_warnings']}")
