@@ -24,6 +24,7 @@ import _thread
 import argparse
 import collections
 import random
+import signal
 import statistics
 import sys
 import threading
@@ -294,6 +295,8 @@ def main(argv=None):
     q = a.quick
     if threading.current_thread() is not threading.main_thread():
         sys.exit("run me as a script: Ctrl-C reaches the main thread only")
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # a background job: interrupt_main
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # would do nothing
     print(f"reliability figures: Python {sys.version.split()[0]}, GIL enabled {tg.gil_enabled()}, "
           f"{tg.usable_cpus()} CPUs, {'quick' if q else 'full'}", flush=True)
     res = {}

@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 import sysconfig
 import threading
@@ -11,6 +12,13 @@ with warnings.catch_warnings():  # on a GIL build: warned at import, expected he
     import taskgraph as tg
 
 WORKER_COUNTS = [1, 2, 4, 8]
+
+# The Ctrl-C tests (interrupt_main, or SIGINT sent to a script) need Python's own SIGINT
+# handler. A shell starts background jobs (`make test &`, nohup) with SIGINT ignored, and then
+# Python keeps it ignored and interrupt_main() does nothing: put the handler back, here and,
+# through the inherited disposition, in the scripts the tests start.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # tests/core checks the C core through a test-only cffi binding. On a free-threaded CPython
 # 3.13 importing cffi 1.17 (or loading that binding) turns the GIL on for the whole process
