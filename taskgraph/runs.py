@@ -68,7 +68,7 @@ def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=
         from taskgraph._progress import ProgressBar  # imports tqdm if installed: only when asked
         bar = ProgressBar(sched)  # counters read before anything starts
     try:
-        total = sched._engine.submit(run, pending)
+        total, others = sched._engine.submit(run, pending)
         if bar is not None:
             bar.set_total(total)
         _wait_run(run, timeout, bar, cancel_on_timeout)
@@ -79,9 +79,10 @@ def compute_nodes(sched, nodes, timeout=None, progress=False, cancel_on_timeout=
     finally:
         if bar is not None:
             bar.close()
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for n in core.not_done(pending):  # claimed by another run (a concurrent compute): awaited
-        n.exception(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    if others:  # some were claimed by another run (a concurrent compute): awaited
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for n in core.not_done(pending):
+            n.exception(None if deadline is None else max(0.0, deadline - time.monotonic()))
     return run
 
 

@@ -167,5 +167,11 @@ def test_the_compute_loops_over_nodes_in_c_keep_exceptions_semantics():
     assert core.first_error([a]) is None
     with pytest.raises(TypeError):
         core.first_error([a, 5])
+    # A tuple (what core.scan returns) is read in place: the same tuple when none has finished.
+    assert core.not_done((a, d)) == (d,) and core.first_error((a, b)) is b.exception()
+    pending = (d, ok(5))
+    assert core.not_done(pending) is pending
     with pytest.raises(TypeError):
-        core.not_done((a,))
+        core.not_done({a})
+    with pytest.raises(TypeError):
+        core.not_done((a, 5))

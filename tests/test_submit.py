@@ -186,3 +186,28 @@ def test_a_million_node_lazy_graph():
     sums = [add(*leaves[i:i + 1000]) for i in range(0, n, 1000)]
     with tg.Scheduler(workers=2) as s:
         assert s.compute(add(*sums)) == n
+
+
+def test_a_compute_waits_for_its_targets_claimed_by_another_compute():
+    """compute() of a node that a concurrent compute has claimed claims nothing itself; it
+    still waits for that node (its result, not before), and its timeout still holds."""
+    started, go = threading.Event(), threading.Event()
+
+    @tg.task
+    def slow():
+        started.set()
+        assert go.wait(30)
+        return 42
+
+    n = slow()
+    with tg.Scheduler(workers=2) as s:
+        first = []
+        th = threading.Thread(target=lambda: first.append(s.compute(n)))
+        th.start()
+        assert started.wait(30)
+        with pytest.raises(TimeoutError):
+            s.compute(n, timeout=0.1)  # held by the other compute: the deadline applies
+        threading.Timer(0.1, go.set).start()
+        assert s.compute(n) == 42 and n.done()
+        th.join(30)
+    assert first == [42]

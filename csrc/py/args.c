@@ -140,6 +140,10 @@ static int visit_items(walk *w, PyObject *const *items, Py_ssize_t n, int depth)
     return 0;
 }
 
+/* A target met before anything that waits in `later` goes straight to w->found (the order of
+ * first appearance holds: all of `later` comes after it in the list); a list of Nodes is thus
+ * read once, with one reference taken per Node, and a walk that stops at the first target
+ * stops there. */
 static int visit_list(walk *w, PyObject *list, int depth) {
     objvec later;
     vec_init(&later);
@@ -147,7 +151,16 @@ static int visit_list(walk *w, PyObject *list, int depth) {
     Py_BEGIN_CRITICAL_SECTION(list);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         PyObject *x = PyList_GET_ITEM(list, i); /* borrowed only until vec_push's new reference */
-        if (!plain_leaf(x, w->type) && vec_push(&later, x) < 0) {
+        if (plain_leaf(x, w->type)) continue;
+        if (later.n == 0 && Py_IS_TYPE(x, w->type)) {
+            if (vec_push(&w->found, x) < 0) {
+                err = -1;
+                break;
+            }
+            if (w->stop_at_first) break;
+            continue;
+        }
+        if (vec_push(&later, x) < 0) {
             err = -1;
             break;
         }

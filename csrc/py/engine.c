@@ -155,23 +155,28 @@ static PyObject *engine_work(EngineObject *e, PyObject *arg) {
 static PyObject *engine_submit(EngineObject *e, PyObject *args) {
     RunObject *run;
     PyObject *nodes;
-    if (!PyArg_ParseTuple(args, "O!O!:submit", &TG_RunType, &run, &PyList_Type, &nodes)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O:submit", &TG_RunType, &run, &nodes)) return NULL;
     if (run->engine != &e->reg) {
         PyErr_SetString(PyExc_ValueError, "submit: the run belongs to another engine");
         return NULL;
     }
-    PyObject *snap = PyList_GetSlice(nodes, 0, PY_SSIZE_T_MAX); /* ours: no borrowed reads */
-    if (!snap) return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(snap); i++)
-        if (!Node_Check(PyList_GET_ITEM(snap, i))) {
-            PyErr_Format(PyExc_TypeError, "submit: not a Node: %R", PyList_GET_ITEM(snap, i));
+    /* Read in place: a tuple (immutable), or a copy of a list (no borrowed reads of a list). */
+    PyObject *snap = PyTuple_CheckExact(nodes) ? Py_NewRef(nodes)
+                     : PyList_CheckExact(nodes) ? PyList_GetSlice(nodes, 0, PY_SSIZE_T_MAX) : NULL;
+    if (!snap) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "submit: nodes must be a list or tuple");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(snap); i++)
+        if (!Node_Check(PySequence_Fast_GET_ITEM(snap, i))) {
+            PyErr_Format(PyExc_TypeError, "submit: not a Node: %R", PySequence_Fast_GET_ITEM(snap, i));
             Py_DECREF(snap);
             return NULL;
         }
-    Py_ssize_t n = PyList_GET_SIZE(snap);
-    Py_ssize_t claimed = tg_submit(run, n ? &PyList_GET_ITEM(snap, 0) : NULL, n, NULL);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(snap), others = 0;
+    Py_ssize_t claimed = tg_submit(run, n ? PySequence_Fast_ITEMS(snap) : NULL, n, NULL, &others);
     Py_DECREF(snap);
-    return claimed < 0 ? NULL : PyLong_FromSsize_t(claimed);
+    return claimed < 0 ? NULL : Py_BuildValue("nn", claimed, others);
 }
 
 /* Raises SchedulerClosedError for an engine made before fork(), used in the child; NULL. */
@@ -444,7 +449,8 @@ static PyMethodDef engine_methods[] = {
      "new_run() -> a new Run: one compute() on this engine."},
     {"work", (PyCFunction)engine_work, METH_O, "work(i): worker thread i's life."},
     {"submit", (PyCFunction)engine_submit, METH_VARARGS,
-     "submit(run, nodes) -> number of nodes claimed: the lazy graph under nodes joins run."},
+     "submit(run, nodes) -> (claimed, others): the lazy graph under nodes joins run; how many "
+     "nodes it claimed, and how many unfinished ones another run had claimed."},
     {"begin_close", (PyCFunction)engine_begin_close, METH_O,
      "begin_close(reason) -> False if already closed; else marks it closed and cancels its runs."},
     {"break_", (PyCFunction)engine_break, METH_O,

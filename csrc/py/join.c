@@ -14,7 +14,7 @@ int tg_spawn(Runner *W, NodeObject *n) {
     tg_run *prun = tg_task_run(&parent->t);
     if (n->deps) { /* it waits for other nodes: wire its edges (submit.c) */
         PyObject *one = (PyObject *)n;
-        return tg_submit(RUN_OF(prun), &one, 1, W) < 0 ? -1 : 0;
+        return tg_submit(RUN_OF(prun), &one, 1, W, NULL) < 0 ? -1 : 0;
     }
     tg_node_set_parent(n, parent);
     atomic_store_explicit(&n->owner, W->engine, memory_order_relaxed); /* see noderec.h */
@@ -76,7 +76,7 @@ int tg_join(Runner *W, NodeObject *n) {
     tg_run *mine = tg_task_run(&cur->t);
     if (tg_task_state(&n->t) == TG_NEW) { /* a lazy node first needed here: joins this run */
         PyObject *one = (PyObject *)n;
-        if (tg_submit(RUN_OF(mine), &one, 1, W) < 0) return -1;
+        if (tg_submit(RUN_OF(mine), &one, 1, W, NULL) < 0) return -1;
     }
     if (tg_task_state(&n->t) >= TG_DONE) return 0;
     NodeObject *via = NULL;

@@ -37,34 +37,24 @@ static PyObject *configure(PyObject *mod, PyObject *args, PyObject *kw) {
     Py_RETURN_NONE;
 }
 
-/* The Nodes in obj (any structure the argument scan understands), as a list. */
+/* The Nodes in obj (any structure the argument scan understands), unique, as a tuple. */
 static PyObject *scan(PyObject *mod, PyObject *obj) {
     (void)mod;
     PyObject *who = PyUnicode_FromString("compute()");
     if (!who) return NULL;
     PyObject *deps = tg_scan(&obj, 1, who);
     Py_DECREF(who);
-    if (!deps) return PyErr_Occurred() ? NULL : PyList_New(0);
-    PyObject *out = PySequence_List(deps);
-    Py_DECREF(deps);
-    return out;
+    if (!deps) return PyErr_Occurred() ? NULL : PyTuple_New(0);
+    return deps;
 }
 
 static PyObject *first_error(PyObject *mod, PyObject *nodes) {
     (void)mod;
-    if (!PyList_CheckExact(nodes)) {
-        PyErr_SetString(PyExc_TypeError, "first_error() takes a list of Nodes");
-        return NULL;
-    }
     return tg_nodes_first_error(nodes);
 }
 
 static PyObject *not_done(PyObject *mod, PyObject *nodes) {
     (void)mod;
-    if (!PyList_CheckExact(nodes)) {
-        PyErr_SetString(PyExc_TypeError, "not_done() takes a list of Nodes");
-        return NULL;
-    }
     return tg_nodes_not_done(nodes);
 }
 
@@ -313,12 +303,12 @@ static PyMethodDef methods[] = {
      "the fork is closed for good there (Engine.forked) and the trace lock is reset."},
     {"_configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Registers the exception classes and the Python functions the C code calls back."},
-    {"scan", scan, METH_O, "scan(obj) -> list of the Nodes inside obj (nested structures)."},
+    {"scan", scan, METH_O, "scan(obj) -> tuple of the Nodes inside obj (nested structures), unique, in order."},
     {"not_done", not_done, METH_O,
-     "not_done(nodes) -> the list's nodes that have not finished: [n for n in nodes if not "
-     "n.done()] without a Python call per node."},
+     "not_done(nodes) -> the nodes (a list or tuple) that have not finished, as the same kind: "
+     "[n for n in nodes if not n.done()] without a Python call per node."},
     {"first_error", first_error, METH_O,
-     "first_error(nodes) -> the first exception of the list's nodes, in order, or None: "
+     "first_error(nodes) -> the first exception of the nodes (a list or tuple), in order, or None: "
      "[n.exception() for n in nodes] without a Python call per node."},
     {"map_into", (PyCFunction)(void (*)(void))tg_map_into, METH_FASTCALL,
      "map_into(fn, src, src_start, out, out_start, count, star) -> (done, error): tg.map's "

@@ -225,19 +225,29 @@ PyObject *tg_node_add_done_callback_m(NodeObject *n, PyObject *fn) {
     return r;
 }
 
-PyObject *tg_nodes_first_error(PyObject *nodes) {
-    PyObject *first = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
-        PyObject *x = PyList_GetItemRef(nodes, i); /* the caller's list: a strong reference */
-        if (!x) return NULL;
-        PyObject *exc = NULL;
-        if (Py_TYPE(x) != &TG_NodeType) {
-            PyErr_SetString(PyExc_TypeError, "first_error() takes a list of Nodes");
-            Py_DECREF(x);
-            Py_XDECREF(first);
-            return NULL;
+/* The Nodes of a list or tuple, to read in place: a tuple itself (immutable; the caller holds
+ * it), a list copied (its items can change under us; the copy holds them). A new reference,
+ * or NULL with TypeError naming `fn`. */
+static PyObject *node_seq(PyObject *nodes, const char *fn) {
+    PyObject *seq = PyTuple_CheckExact(nodes) ? Py_NewRef(nodes)
+                    : PyList_CheckExact(nodes) ? PyList_GetSlice(nodes, 0, PY_SSIZE_T_MAX) : NULL;
+    if (!seq && !PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s() takes a list or tuple of Nodes", fn);
+    for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++)
+        if (Py_TYPE(PySequence_Fast_GET_ITEM(seq, i)) != &TG_NodeType) {
+            PyErr_Format(PyExc_TypeError, "%s() takes a list or tuple of Nodes, found %.100s", fn,
+                         Py_TYPE(PySequence_Fast_GET_ITEM(seq, i))->tp_name);
+            Py_CLEAR(seq);
         }
-        NodeObject *n = (NodeObject *)x;
+    return seq;
+}
+
+PyObject *tg_nodes_first_error(PyObject *nodes) {
+    PyObject *seq = node_seq(nodes, "first_error");
+    if (!seq) return NULL;
+    PyObject *first = NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        NodeObject *n = (NodeObject *)PySequence_Fast_GET_ITEM(seq, i); /* held by seq */
+        PyObject *exc;
         if (tg_task_state(&n->t) < TG_DONE) { /* not finished: exception()'s own wait */
             exc = tg_node_exception_m(n, NULL, 0, NULL);
         } else { /* node_exception without the call: seen, forgotten, its exception */
@@ -245,28 +255,36 @@ PyObject *tg_nodes_first_error(PyObject *nodes) {
             forget_read_kid(n);
             exc = tg_task_state(&n->t) == TG_DONE ? Py_NewRef(Py_None) : Py_NewRef(n->value);
         }
-        Py_DECREF(x);
         if (!exc) {
             Py_XDECREF(first);
+            Py_DECREF(seq);
             return NULL;
         }
         if (exc != Py_None && !first) first = exc;
         else Py_DECREF(exc);
     }
+    Py_DECREF(seq);
     return first ? first : Py_NewRef(Py_None);
 }
 
 PyObject *tg_nodes_not_done(PyObject *nodes) {
-    PyObject *out = PyList_New(0);
-    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(nodes); i++) {
-        PyObject *x = PyList_GetItemRef(nodes, i); /* the caller's list: a strong reference */
-        if (!x || Py_TYPE(x) != &TG_NodeType) {
-            if (x) PyErr_SetString(PyExc_TypeError, "not_done() takes a list of Nodes");
-            Py_CLEAR(out);
-        } else if (tg_task_state(&((NodeObject *)x)->t) < TG_DONE && PyList_Append(out, x) < 0) {
-            Py_CLEAR(out);
+    PyObject *seq = node_seq(nodes, "not_done");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), left = 0;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) left += tg_task_state(&((NodeObject *)items[i])->t) < TG_DONE;
+    if (left == n && seq == nodes) return seq; /* a tuple, none finished (a finished one stays so) */
+    PyObject *out = PyTuple_CheckExact(nodes) ? PyTuple_New(left) : PyList_New(left);
+    /* Fewer now (finished meanwhile) leaves the tail unfilled: cut below. */
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; out && i < n && k < left; i++)
+        if (tg_task_state(&((NodeObject *)items[i])->t) < TG_DONE) {
+            if (PyTuple_CheckExact(out)) PyTuple_SET_ITEM(out, k, Py_NewRef(items[i]));
+            else PyList_SET_ITEM(out, k, Py_NewRef(items[i]));
+            k++;
         }
-        Py_XDECREF(x);
-    }
+    Py_DECREF(seq);
+    if (out && k < left) Py_SETREF(out, PyTuple_CheckExact(out) ? PyTuple_GetSlice(out, 0, k)
+                                                                : PyList_GetSlice(out, 0, k));
     return out;
 }

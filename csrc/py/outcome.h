@@ -12,11 +12,12 @@
 /* Waits, without a worker, until a node claimed by someone else finishes (timeout < 0: no
  * limit). 0, or -1 with TimeoutError or a signal's exception raised. */
 int tg_node_wait_external(NodeObject *n, double timeout);
-/* exception() of every Node of the list `nodes`, in order (each outcome marked seen): the first
- * exception that is not None, or None. A new reference, NULL with an error. */
+/* exception() of every Node of `nodes` (a list or a tuple), in order (each outcome marked
+ * seen): the first exception that is not None, or None. A new reference, NULL with an error
+ * (TypeError for anything but a list or tuple of Nodes). */
 PyObject *tg_nodes_first_error(PyObject *nodes);
-/* The Nodes of the list `nodes` that have not finished, in order: a new list, NULL with an
- * error. */
+/* The Nodes of `nodes` that have not finished, in order: for a list, a new list; for a tuple,
+ * a tuple (the same one when none has finished). NULL with an error (as above). */
 PyObject *tg_nodes_not_done(PyObject *nodes);
 
 /* The Node methods (node.c's method table; their docstrings are there). */

@@ -89,12 +89,15 @@ static int wire(NodeObject *n) {
 }
 
 /* n was claimed by someone else (or is finished): if it is still to run in another run, that
- * run's cancel must not skip it while this one needs it (tg_task_want). */
-static void want_if_foreign(NodeObject *n, RunObject *run) {
-    if (tg_task_state(&n->t) < TG_DONE && tg_task_run(&n->t) != &run->r) tg_task_want(&n->t);
+ * run's cancel must not skip it while this one needs it (tg_task_want). Returns 1 then. */
+static int want_if_foreign(NodeObject *n, RunObject *run) {
+    if (tg_task_state(&n->t) >= TG_DONE || tg_task_run(&n->t) == &run->r) return 0;
+    tg_task_want(&n->t);
+    return 1;
 }
 
-Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, Runner *W) {
+Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, Runner *W,
+                     Py_ssize_t *others) {
     NodeObject *parent = W ? W->current : NULL;
     if (!W) {
         if (tg_runs_add(run->engine, run) < 0) return -1;
@@ -111,7 +114,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
     s->nready = 0;
     s->refused = NULL;
     stack st = {NULL, 0, 0};
-    Py_ssize_t claimed = 0;
+    Py_ssize_t claimed = 0, foreign = 0;
     int err = 0;
     NodeObject *pruned = NULL; /* children the parent let go of: dropped at the end */
     for (Py_ssize_t i = count - 1; i >= 0 && !err; i--) err = push(&st, (NodeObject *)nodes[i], 0);
@@ -128,7 +131,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
             continue;
         }
         if (tg_task_state(&n->t) != TG_NEW) { /* finished, or claimed: edges wait for it */
-            want_if_foreign(n, run);
+            foreign += want_if_foreign(n, run);
             continue;
         }
         if (tg_fault(TG_FAULT_CLAIM)) {
@@ -146,7 +149,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
         }
         if (!tg_task_claim(&n->t, &run->r)) {
             st.n--;
-            want_if_foreign(n, run);
+            foreign += want_if_foreign(n, run);
             continue;
         }
         Py_INCREF(n); /* the core's reference, until the node is finished */
@@ -165,7 +168,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
         for (Py_ssize_t i = n->deps ? PyTuple_GET_SIZE(n->deps) - 1 : -1; i >= 0 && !err; i--) {
             NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
             if (tg_task_state(&d->t) == TG_NEW) err = push(&st, d, 0);
-            else want_if_foreign(d, run);
+            else foreign += want_if_foreign(d, run);
         }
     }
     if (err) {
@@ -192,6 +195,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
         PyErr_SetRaisedException(exc);
     }
     if (!W && tg_run_release(&run->r)) tg_run_ended(run);
+    if (others) *others = foreign;
     return err ? -1 : claimed;
 }
 

@@ -10,8 +10,10 @@
  * pool). From worker W (not NULL: ready nodes go onto its deque, and each claimed node becomes
  * a child of W->current) or from outside (W NULL: the injector). Returns how many nodes it
  * claimed, or -1 with an error (what it claimed then drains as cancelled: the run is
- * cancelled). */
-Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t n, Runner *W);
+ * cancelled). *others (if not NULL) is set to how many unfinished nodes under the targets
+ * another run had claimed (0: once this run ends, every one of them has finished). */
+Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t n, Runner *W,
+                     Py_ssize_t *others);
 /* Queues one fresh node without Node arguments (never claimed, no deps) from outside the
  * workers, for a run its caller registered and holds open (taskgraph.Executor's submit: no
  * registration, no hold and no batch here, so no lock but the injector's). 0, or -1 with
