@@ -1,6 +1,6 @@
-/* Worker pool: deques, the injector (injector.c), find-work and the thief's policy, counters.
- * Parking and waking are the sleep protocol's (sleep.c). See pool.h, docs/design/sleep.md and
- * docs/design/scheduler.md ("Stealing what pays"). */
+/* Worker pool: deques, the injector (injector.c), finding work, counters. Whom a searcher steals
+ * from and what it takes is the thief's policy (thief.c); parking and waking are the sleep
+ * protocol's (sleep.c). See pool.h, docs/design/sleep.md and docs/design/scheduler.md. */
 #define _GNU_SOURCE
 #include "pool.h"
 
@@ -8,59 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deque.h"
-#include "injector.h"
-#include "sleep.h"
+#include "poolstate.h"
+#include "thief.h"
 
 #define INJECT_BATCH_MAX 32  /* most tasks a worker takes from the injector at once */
-#define STEAL_BATCH_MAX 32   /* most tasks a worker steals from another worker at once */
 
-/* The thief's policy (docs/design/scheduler.md, "Stealing what pays"; sleep.md, "Held work").
- * Times in nanoseconds. */
+/* How a searcher that finds no work anywhere waits (docs/design/sleep.md). Times in ns. */
 #define DRY_LOOKS 12         /* looks that find no work anywhere before a searcher parks */
 #define DRY_WAIT_NS 250      /* the wait after the first such look; it doubles */
 #define DRY_WAIT_MAX_NS 16000 /* up to this (about 110 us in all before parking) */
-#define STILL_NS 4000        /* held work is taken once its deque has stood still this long
-                              * (times gate_k / GATE_MIN behind a gate, up to WATCH_MAX_NS) */
-#define FINE_NS 500          /* a batch that kept its thief busy less than this per task did
-                              * not pay for its move: its victim gets a gate */
-#define GATE_MIN 64          /* the first gate, in pushes of the victim; doubling to 4096 */
-#define GATE_MAX 4096
-#define WATCH_MIN_NS 4000    /* a watcher of held work naps this long (~50 us: timer slack) */
-#define WATCH_MAX_NS 256000  /* ... doubling up to this */
-
-typedef struct {
-    _Alignas(64) tg_deque *dq;
-    uint64_t rng;             /* owner only */
-    _Atomic int64_t stats[TG_NSTATS]; /* written by the owner only, read by anyone */
-    /* Owner only, as a thief: the last batch it stole outside a join (victim, or -1; when;
-     * how many tasks), judged when it next runs out of work (learn()); and the deque it
-     * watches (a victim holding work it does not take yet, or -1): that deque's top, bottom
-     * and push count as last seen, and since when they have stood still. */
-    int stole_from, seen_v;
-    int64_t stole_at, stole_n, seen_top, seen_bottom, seen_pushes, seen_at;
-    /* This worker as a victim: behind a gate while its push count is below gate_pushes
-     * (gate_k: the gate's length in pushes, 0 for none), because the last batch taken from
-     * it was too fine to pay for its move. Written and read by thieves only (relaxed: a hint,
-     * synchronising with nothing), on a cache line of their own, away from the owner's. */
-    _Alignas(64) _Atomic int64_t gate_pushes;
-    _Atomic int64_t gate_k;
-} tg_worker;
-
-struct tg_pool {
-    int n;
-    tg_worker *w;
-    _Atomic int32_t shutdown;
-    tg_injector inj; /* work submitted from outside the workers (injector.h) */
-    tg_sleep sl;     /* who searches, who sleeps (sleep.h) */
-    tg_idle_fn idle_begin, idle_end; /* set before the workers start */
-};
-
-static inline void stat_inc(tg_worker *me, tg_stat k) {
-    /* Relaxed load + store: single writer (the owner); readers only need a recent value. */
-    atomic_store_explicit(&me->stats[k], atomic_load_explicit(&me->stats[k], memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
 
 static void no_hook(void *ctx) { (void)ctx; }
 
@@ -146,27 +102,6 @@ tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n) {
     if (r == TG_INJ_NOMEM) return TG_PUSH_NOMEM;
     tg_sleep_notify(&p->sl);
     return TG_PUSH_QUEUED;
-}
-
-/* After a worker pushed onto its own deque: tells the sleepers (sleep.md, rule 1). A pool of
- * one worker has nobody to tell: its only worker is the pusher, awake. */
-static inline void notify_pushed(tg_pool *p) {
-    if (p->n > 1) tg_sleep_notify(&p->sl);
-}
-
-/* How many tasks worker w may take in a batch (1..most): what fits in its ring without growing
- * (keep_rest cannot fail; nobody else holds those tasks). Only w pushes there: it only grows. */
-static int64_t room(tg_pool *p, int w, int64_t most) {
-    int64_t r = tg_deque_capacity(p->w[w].dq) - tg_deque_size(p->w[w].dq);
-    return r > most ? most : r < 1 ? 1 : r;
-}
-
-/* items[1..n) of a batch (fits: room()) onto w's deque for thieves, sleepers told (sleep.md rule
- * 1); an injected one (`fifo`) newest first, so w runs it oldest first (Executor(1) is FIFO). */
-static void keep_rest(tg_pool *p, int w, const uint64_t *items, int64_t n, int fifo) {
-    for (int64_t i = 1; i < n; i++)
-        if (tg_deque_push(p->w[w].dq, items[fifo ? n - i : i]) != 0) abort();
-    if (n > 1) notify_pushed(p);
 }
 
 /* Takes up to a batch from the injector for worker w (a share of what is queued, at most
@@ -314,152 +249,6 @@ static inline int is_shutdown(tg_pool *p) {
     return atomic_load_explicit(&p->shutdown, memory_order_seq_cst);
 }
 
-/* Steals from victim v: one task, or with `batch` up to half of v's deque (steal-half: the
- * first into *out, the rest onto w's own deque, where others can steal them in turn); *got:
- * how many. */
-static tg_status steal_from(tg_pool *p, int w, int v, int batch, uint64_t *out, int64_t *got) {
-    tg_worker *me = &p->w[w];
-    uint64_t items[STEAL_BATCH_MAX];
-    int64_t n = 0, max = batch ? room(p, w, STEAL_BATCH_MAX) : 1;
-    tg_status s = tg_deque_steal_batch(p->w[v].dq, max, items, &n);
-    if (s != TG_OK) return s;
-    for (int64_t i = 0; i < n; i++) {
-        tg_task *t = (tg_task *)(uintptr_t)items[i];
-        /* Counted once per task, when it first changes workers (a task of a batch may be
-         * stolen again from our deque), so the counter equals the trace's stolen flags. Plain
-         * accesses: the task is ours alone until the push below publishes it (the release
-         * store of bottom; the next reader takes it with the pop's or a steal's acquire). */
-        if (!t->stolen) {
-            stat_inc(me, TG_STAT_STOLEN);
-            t->stolen = 1;
-        }
-        /* Relaxed: a hint for joiners (leapfrogging), read relaxed in search(); not a
-         * synchronisation point. Stored before the task is pushed again: once on our deque
-         * another worker may run and finish it. */
-        atomic_store_explicit(&t->thief, w + 1, memory_order_relaxed);
-    }
-    keep_rest(p, w, items, n, 0);
-    *out = items[0];
-    *got = n;
-    return TG_OK;
-}
-
-/* What one pass over the other workers' deques found. */
-typedef enum {
-    LOOK_NOTHING = 0, /* every other deque was empty */
-    LOOK_HELD = 1,    /* work is there, but not to be taken yet (behind a gate, or alone) */
-    LOOK_STOLEN = 2   /* *out: a stolen task */
-} look_result;
-
-/* Whether victim v's deque, holding work this worker does not take at once (behind a gate, or
- * a lone task: probably what its owner pops next), has stood still for `still` ns: the same
- * top, bottom and push count since this worker's first look at it. A deque that stands still
- * is not being worked on by its owner (busy elsewhere, or descheduled): its work would wait.
- * One deque is watched at a time: a watched deque that moved frees the watch, and a watch
- * older than 4 * WATCH_MAX_NS is given up, so that every held deque gets its turn (the pass
- * starts at a random victim). */
-static int stood_still(tg_worker *me, int v, int64_t top, int64_t bottom, int64_t pushes, int64_t now,
-                       int64_t still) {
-    if (me->seen_v == v) {
-        if (me->seen_top == top && me->seen_bottom == bottom && me->seen_pushes == pushes) {
-            if (now - me->seen_at < still) return 0;
-            me->seen_v = -1;
-            return 1;
-        }
-        me->seen_v = -1; /* it moved: the watch is free for another held deque */
-        return 0;
-    }
-    if (me->seen_v >= 0 && now - me->seen_at < 4 * WATCH_MAX_NS) return 0; /* watching another */
-    me->seen_v = v;
-    me->seen_top = top;
-    me->seen_bottom = bottom;
-    me->seen_pushes = pushes;
-    me->seen_at = now;
-    return 0;
-}
-
-/* One pass over the other workers' deques, starting at `first` (or at random). With `batch`,
- * a successful steal takes up to half of the victim's deque (see steal_from). A deque behind
- * its gate (learn()), or holding one task, is held: taken only once it has stood still
- * (stood_still). */
-static look_result steal_pass(tg_pool *p, int w, int first, int batch, int64_t now, uint64_t *out) {
-    tg_worker *me = &p->w[w];
-    int n = p->n;
-    if (n == 1) return LOOK_NOTHING;
-    int start = first;
-    if (start < 0 || start == w) {
-        uint64_t x = me->rng; /* xorshift64 */
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        me->rng = x;
-        start = (int)(x % (uint64_t)n);
-    }
-    look_result r = LOOK_NOTHING;
-    for (int k = 0; k < n; k++) {
-        int v = (start + k) % n;
-        if (v == w) continue;
-        tg_worker *vw = &p->w[v];
-        stat_inc(me, TG_STAT_LOOKS);
-        int64_t top, bottom, pushes, size = tg_deque_look(vw->dq, &top, &bottom, &pushes);
-        if (size <= 0) continue;
-        /* Relaxed: hints written by other thieves (tg_worker.gate_pushes). Behind a gate, the
-         * deque must stand still longer the finer its work has proved (so that a producer
-         * descheduled for a while loses a batch per wait, not its whole deque at once). */
-        int64_t gate = atomic_load_explicit(&vw->gate_pushes, memory_order_relaxed);
-        int64_t gk = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
-        int64_t still = gk ? STILL_NS * (gk / GATE_MIN) : STILL_NS;
-        if (still > WATCH_MAX_NS) still = WATCH_MAX_NS;
-        if ((pushes < gate || size == 1) && !stood_still(me, v, top, bottom, pushes, now, still)) {
-            r = LOOK_HELD;
-            continue;
-        }
-        for (int tries = 0; tries < 4; tries++) { /* retry a lost race a few times */
-            int64_t got = 0;
-            stat_inc(me, TG_STAT_STEAL_ATTEMPTS);
-            tg_status s = steal_from(p, w, v, batch, out, &got);
-            if (s == TG_OK) {
-                if (batch) { /* judged by learn() when this worker runs dry again */
-                    me->stole_from = v;
-                    me->stole_at = now;
-                    me->stole_n = got;
-                }
-                return LOOK_STOLEN;
-            }
-            if (s == TG_EMPTY) break;
-            /* TG_RETRY: lost a race with the owner or another thief; try this victim again */
-        }
-    }
-    return r;
-}
-
-/* Worker w ran dry after a batch it stole outside a join: whether that batch paid for its move.
- * A batch that kept w busy (its tasks and everything they spawned and joined) for less than
- * FINE_NS per task did not: moving a task between workers costs its victim and its thief more
- * than that (cache misses on the task and its objects, atomic reference counts in CPython).
- * The victim then gets a gate: no steal from it until it has pushed gate_k more tasks (64,
- * doubling while its work stays that fine, up to 4096), unless its deque stands still (4 us,
- * doubling with gate_k up to 256 us: its owner is not working on it). So a producer of fine
- * tasks is stolen from O(log n) times (plus n / 4096), not once per task. A batch that paid
- * opens the gate at once. */
-static void learn(tg_pool *p, int w, int64_t now) {
-    tg_worker *me = &p->w[w], *vw = &p->w[me->stole_from];
-    me->stole_from = -1;
-    /* Relaxed loads and stores: a hint shared by the thieves (tg_worker.gate_pushes); two
-     * thieves judging at once may each store their own verdict. */
-    int64_t k = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
-    if (now - me->stole_at >= FINE_NS * me->stole_n) {
-        if (k) {
-            atomic_store_explicit(&vw->gate_k, 0, memory_order_relaxed);
-            atomic_store_explicit(&vw->gate_pushes, 0, memory_order_relaxed);
-        }
-        return;
-    }
-    k = k * 2 < GATE_MIN ? GATE_MIN : k * 2 > GATE_MAX ? GATE_MAX : k * 2;
-    int64_t top, bottom, pushes;
-    tg_deque_look(vw->dq, &top, &bottom, &pushes);
-    atomic_store_explicit(&vw->gate_k, k, memory_order_relaxed);
-    atomic_store_explicit(&vw->gate_pushes, pushes + k, memory_order_relaxed);
-}
-
 /* Parks worker w (two-phase: sleep.h) until woken: by new work (TG_SLEEP_COUNTED: the caller
  * is counted as searching and becomes a sleeper), by `awaited` finishing, or shutdown; with
  * timeout_ns > 0 also by itself after that long. A nap (TG_SLEEP_NAP) is a timed sleep of a
@@ -515,7 +304,7 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
         int64_t now = tg_now_ns();
         /* Steal-half only outside a join: a joiner takes one task at a time, so that what
          * it nests under its join stays one stolen task (and its descendants), as before. */
-        look_result r = steal_pass(p, w, first, awaited == NULL, now, out);
+        look_result r = tg_thief_pass(p, w, first, awaited == NULL, now, out);
         if (r == LOOK_STOLEN) {
             tg_sleep_search_end(&p->sl);
             return SEARCH_STOLEN;
@@ -528,7 +317,7 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
         }
         dry = 0;
         if (tg_sleep_searchers(&p->sl) > 1) return SEARCH_NOTHING; /* another one watches */
-        /* Look again at doubling intervals (the first, STILL_NS, is when a deque unchanged
+        /* Look again at doubling intervals (the first, thief.c's STILL_NS, is when a deque unchanged
          * since this look may be taken): a deque that keeps moving is looked at less and
          * less often. Napping, not spinning: the watched owner is busy, and a spinning
          * neighbour slows it (the two vCPUs may share a core). */
@@ -577,7 +366,7 @@ tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ct
     if ((p->n == 1 ? tg_deque_pop_alone(p->w[w].dq, &item) : tg_deque_pop(p->w[w].dq, &item)) == TG_OK)
         return hand_out(p, w, item, 0, out);
     if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
-    if (!awaited && p->w[w].stole_from >= 0) learn(p, w, tg_now_ns());
+    if (!awaited && p->w[w].stole_from >= 0) tg_thief_learn(p, w, tg_now_ns());
     p->idle_begin(idle_ctx);
     tg_find r = find_idle(p, w, awaited, how, out);
     p->idle_end(idle_ctx);

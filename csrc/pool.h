@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "counters.h"
 #include "graph.h"
 
 typedef struct tg_pool tg_pool;
@@ -31,22 +32,6 @@ typedef enum {
     TG_PUSH_REFUSED = -2 /* the pool is shut down: not queued (the caller owns the ready task
                           * and must finish it as cancelled) */
 } tg_push;
-
-/* Per-worker counters, indices into the array filled by tg_pool_stats. */
-typedef enum {
-    TG_STAT_RUN = 0,        /* tasks handed to this worker (run or skipped) */
-    TG_STAT_SPAWNED,        /* tasks created from inside this worker's tasks */
-    TG_STAT_STOLEN,         /* tasks this worker stole from another worker (one at a time,
-                             * or in a batch: counted when a task first changes workers) */
-    TG_STAT_STEAL_ATTEMPTS, /* tries to take from another worker's deque (a steal that took
-                             * something, found it empty, or lost a race) */
-    TG_STAT_INJECTED,       /* tasks this worker took from the injector */
-    TG_STAT_PARKS,          /* times this worker slept (naps not counted) */
-    TG_STAT_LOOKS,          /* looks at another worker's deque (each reads its top, bottom
-                             * and push count): the tries above, and the looks that found it
-                             * empty or held work not to be taken yet (pool.c) */
-    TG_NSTATS
-} tg_stat;
 
 /* Called by tg_pool_find around everything it does once the worker's own deque is empty
  * (searching the injector and other deques, parking), with find's idle_ctx. The Python face

@@ -1,4 +1,4 @@
-"""The thief's policy (csrc/pool.c; docs/design/scheduler.md, "Stealing what pays"), seen
+"""The thief's policy (csrc/thief.c; docs/design/scheduler.md, "Stealing what pays"), seen
 through Scheduler.stats(): a flat fan-out of trivial children is stolen from a logarithmic
 number of times, not once per child (the "steal storm": a thief faster than the spawner took
 one child per steal); a child spawned and joined at once, and a chain of such tasks, are left

@@ -1,5 +1,5 @@
 #define _DEFAULT_SOURCE
-/* The thief's policy (csrc/pool.c; docs/design/scheduler.md, "Stealing what pays"), with
+/* The thief's policy (csrc/thief.c; docs/design/scheduler.md, "Stealing what pays"), with
  * pthreads as workers: work a thief declines for a while (behind a victim's gate, or a lone
  * task its owner will probably pop next) is never stranded; a producer of fine tasks is stolen
  * from a logarithmic number of times, not once per task; a task spawned and joined at once is

@@ -1,4 +1,4 @@
-"""A test-only cffi binding of the C scheduler core (csrc/deque.c, graph.c, injector.c, pool.c, sleep.c, trace.c),
+"""A test-only cffi binding of the C scheduler core (csrc/deque.c, graph.c, injector.c, pool.c, sleep.c, thief.c, trace.c),
 for checks of the core driven from Python (tests/core/, benchmarks/deque_binding.py). The
 runtime never uses it: taskgraph binds the core through its C-API extension only.
 
@@ -25,8 +25,8 @@ import sysconfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CSRC = os.path.join(ROOT, "csrc")
-HEADERS = ["contend.h", "deque.h", "graph.h", "injector.h", "pool.h", "sleep.h", "trace.h"]
-SOURCES = ["contend.c", "deque.c", "graph.c", "injector.c", "pool.c", "sleep.c", "trace.c"]
+HEADERS = ["contend.h", "counters.h", "deque.h", "graph.h", "injector.h", "pool.h", "sleep.h", "thief.h", "trace.h"]
+SOURCES = ["contend.c", "deque.c", "graph.c", "injector.c", "pool.c", "sleep.c", "thief.c", "trace.c"]
 # Callbacks the tests give to the core (cffi's extern "Python"): tg_task_finish's ready().
 TEST_CALLBACKS = 'extern "Python" void tgtest_ready(void *ctx, tg_task *t);\n'
 
