@@ -201,6 +201,30 @@ def test_a_cancelled_future_never_runs():
     assert not blocker.cancel()  # finished: cannot be cancelled
 
 
+def test_a_caller_blocked_in_wait_is_told_of_calls_cancelled_meanwhile():
+    """The calls that shutdown(cancel_futures=True) drops are cancelled by the worker that
+    drops them, at once: a thread blocked in concurrent.futures.wait on them (running no Python
+    code, so it frees nothing queued to it) is told then, not at its timeout."""
+    ex = tg.Executor(1)
+    gate, started = threading.Event(), threading.Event()
+
+    def running():
+        started.set()
+        gate.wait()
+
+    first = ex.submit(running)
+    assert started.wait(10)
+    rest = [ex.submit(square, i) for i in range(20)]
+    ex.shutdown(wait=False, cancel_futures=True)
+    threading.Timer(0.2, gate.set).start()  # the worker drops the rest while we wait below
+    t0 = time.monotonic()
+    done, not_done = cf.wait(rest, timeout=20)
+    assert not not_done and all(f.cancelled() for f in rest)
+    assert time.monotonic() - t0 < 15  # told, not timed out (20 s)
+    first.result(timeout=30)
+    closed(ex)
+
+
 def test_shutdown_with_cancel_futures_cancels_what_has_not_started():
     ex = tg.Executor(1)
     gate = threading.Event()

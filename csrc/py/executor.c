@@ -330,6 +330,10 @@ static PyObject *submit_call(RunObject *run, PyObject *fn, PyObject *const *args
         return NULL;
     }
     Py_DECREF(it); /* the node holds it (until it ran, or was dropped: see the top) */
+    /* The worker that runs or skips the call drops the item: freed there, its finalizer (the
+     * future's cancel) runs there at once, not when this thread next runs Python (a caller
+     * blocked in concurrent.futures.wait would not be told until its timeout). */
+    tg_unown((PyObject *)it);
     Runner *W = TG_TLS.worker;
     int spawn = W && W->current && W->engine == run->owner;
     /* Injected: dropped by the worker that runs it, or by the user (see node.c); given up

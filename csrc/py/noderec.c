@@ -3,16 +3,17 @@
  * inputs, its cancel requests, its children. */
 #include "noderec.h"
 
+void tg_unown(PyObject *op) {
 #ifdef Py_GIL_DISABLED
-/* op, which only the caller has seen (count 1, owned by this thread), gives up its owner. */
-static void unown(PyObject *op) {
     if (!_Py_IsOwnedByCurrentThread(op) || Py_REFCNT(op) != 1)
-        Py_FatalError("taskgraph: unown() of an object already shared");
+        Py_FatalError("taskgraph: tg_unown() of an object already shared");
     op->ob_tid = _Py_UNOWNED_TID;
     op->ob_ref_local = 0;
     op->ob_ref_shared = _Py_REF_SHARED(1, _Py_REF_MERGED);
-}
+#else
+    (void)op;
 #endif
+}
 
 void tg_node_unown(NodeObject *n) {
 #ifdef Py_GIL_DISABLED
@@ -24,8 +25,8 @@ void tg_node_unown(NodeObject *n) {
      * itself does when an owner drops its last local reference while others hold shared ones
      * (Py_SET_REFCNT from a non-owner thread writes the same state): whichever thread drops
      * the last reference frees them at once. Only for objects nobody else has seen yet. */
-    unown((PyObject *)n);
-    if (n->deps) unown(n->deps);
+    tg_unown((PyObject *)n);
+    if (n->deps) tg_unown(n->deps);
 #else
     (void)n;
 #endif

@@ -84,6 +84,10 @@ extern PyTypeObject TG_NodeType;
 /* A lazy node, just made, gives up its owner thread (free-threaded builds): whichever
  * thread drops its last reference frees it at once (see noderec.c). */
 void tg_node_unown(NodeObject *n);
+/* The same for any object op that only the caller has seen (count 1, made by this thread):
+ * whichever thread drops its last reference frees it at once (and runs its finalizer there),
+ * instead of queueing it to this thread. A fatal error if op is already shared. */
+void tg_unown(PyObject *op);
 /* node.cancel() was called on n or on a task that spawned it (the flags only). */
 int tg_node_cancel_asked(NodeObject *n);
 /* The same, or n's run was cancelled: what taskgraph.cancelled() answers. */
