@@ -160,6 +160,8 @@ def test_which_scheduler_runs_it():
         assert get({"t": (threading.get_ident,)}, "t") == threading.get_ident()
 
 
+@pytest.mark.thread_unsafe(reason="dask.config.set is process-wide: another thread's exit from it "
+                                  "restores the scheduler under this one")
 def test_dask_config_and_compute_keywords():
     delayed = dask.delayed
     x = delayed(inc)(delayed(add)(1, 2))

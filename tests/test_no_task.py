@@ -259,6 +259,9 @@ def test_a_lazy_node_cancelled_inside_a_task_drops_its_inputs_as_no_task():
         # it in a task on that worker frees the argument there, at once.
         first.add_done_callback(lambda node: setattr(box, "node", leaf(Bomb(made, "cancel"))))
         assert s.compute(first) == 0
+        deadline = time.monotonic() + 30  # compute waits for the result, not the callbacks
+        while box.node is None and time.monotonic() < deadline:
+            time.sleep(0.001)
         assert box.node is not None and box.node.state == "new"
         assert s.compute(cancel_a_lazy_node(box)) is True
     made.all_lazy("cancel")
