@@ -160,19 +160,8 @@ static PyObject *engine_submit(EngineObject *e, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "submit: the run belongs to another engine");
         return NULL;
     }
-    /* Read in place: a tuple (immutable), or a copy of a list (no borrowed reads of a list). */
-    PyObject *snap = PyTuple_CheckExact(nodes) ? Py_NewRef(nodes)
-                     : PyList_CheckExact(nodes) ? PyList_GetSlice(nodes, 0, PY_SSIZE_T_MAX) : NULL;
-    if (!snap) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "submit: nodes must be a list or tuple");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(snap); i++)
-        if (!Node_Check(PySequence_Fast_GET_ITEM(snap, i))) {
-            PyErr_Format(PyExc_TypeError, "submit: not a Node: %R", PySequence_Fast_GET_ITEM(snap, i));
-            Py_DECREF(snap);
-            return NULL;
-        }
+    PyObject *snap = tg_nodes_in_place(nodes, "submit()");
+    if (!snap) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(snap), others = 0;
     Py_ssize_t claimed = tg_submit(run, n ? PySequence_Fast_ITEMS(snap) : NULL, n, NULL, &others);
     Py_DECREF(snap);

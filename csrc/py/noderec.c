@@ -235,3 +235,16 @@ NodeObject *tg_prune_kids(NodeObject *parent) {
     }
     return pruned;
 }
+
+PyObject *tg_nodes_in_place(PyObject *nodes, const char *who) {
+    PyObject *seq = PyTuple_CheckExact(nodes) ? Py_NewRef(nodes)
+                    : PyList_CheckExact(nodes) ? PyList_GetSlice(nodes, 0, PY_SSIZE_T_MAX) : NULL;
+    if (!seq && !PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s takes a list or tuple of Nodes", who);
+    for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++)
+        if (Py_TYPE(PySequence_Fast_GET_ITEM(seq, i)) != &TG_NodeType) {
+            PyErr_Format(PyExc_TypeError, "%s takes a list or tuple of Nodes, found %.100s", who,
+                         Py_TYPE(PySequence_Fast_GET_ITEM(seq, i))->tp_name);
+            Py_CLEAR(seq);
+        }
+    return seq;
+}

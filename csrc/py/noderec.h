@@ -88,6 +88,11 @@ void tg_node_unown(NodeObject *n);
  * whichever thread drops its last reference frees it at once (and runs its finalizer there),
  * instead of queueing it to this thread. A fatal error if op is already shared. */
 void tg_unown(PyObject *op);
+/* The Nodes of `nodes`, a list or a tuple, to read in place (PySequence_Fast_ITEMS): the tuple
+ * itself (immutable; its items stay alive while it does), or a copy of the list (a list's items
+ * can change under us: no borrowed reads of it). A new reference, or NULL with TypeError naming
+ * `who` (anything but an exact list or tuple, or an item that is not a Node). */
+PyObject *tg_nodes_in_place(PyObject *nodes, const char *who);
 /* node.cancel() was called on n or on a task that spawned it (the flags only). */
 int tg_node_cancel_asked(NodeObject *n);
 /* The same, or n's run was cancelled: what taskgraph.cancelled() answers. */

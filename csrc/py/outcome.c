@@ -225,24 +225,8 @@ PyObject *tg_node_add_done_callback_m(NodeObject *n, PyObject *fn) {
     return r;
 }
 
-/* The Nodes of a list or tuple, to read in place: a tuple itself (immutable; the caller holds
- * it), a list copied (its items can change under us; the copy holds them). A new reference,
- * or NULL with TypeError naming `fn`. */
-static PyObject *node_seq(PyObject *nodes, const char *fn) {
-    PyObject *seq = PyTuple_CheckExact(nodes) ? Py_NewRef(nodes)
-                    : PyList_CheckExact(nodes) ? PyList_GetSlice(nodes, 0, PY_SSIZE_T_MAX) : NULL;
-    if (!seq && !PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s() takes a list or tuple of Nodes", fn);
-    for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++)
-        if (Py_TYPE(PySequence_Fast_GET_ITEM(seq, i)) != &TG_NodeType) {
-            PyErr_Format(PyExc_TypeError, "%s() takes a list or tuple of Nodes, found %.100s", fn,
-                         Py_TYPE(PySequence_Fast_GET_ITEM(seq, i))->tp_name);
-            Py_CLEAR(seq);
-        }
-    return seq;
-}
-
 PyObject *tg_nodes_first_error(PyObject *nodes) {
-    PyObject *seq = node_seq(nodes, "first_error");
+    PyObject *seq = tg_nodes_in_place(nodes, "first_error()");
     if (!seq) return NULL;
     PyObject *first = NULL;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
@@ -268,7 +252,7 @@ PyObject *tg_nodes_first_error(PyObject *nodes) {
 }
 
 PyObject *tg_nodes_not_done(PyObject *nodes) {
-    PyObject *seq = node_seq(nodes, "not_done");
+    PyObject *seq = tg_nodes_in_place(nodes, "not_done()");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), left = 0;
     PyObject **items = PySequence_Fast_ITEMS(seq);
