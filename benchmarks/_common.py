@@ -123,16 +123,27 @@ def timed(f):
     return time.perf_counter() - t0
 
 
-def alternate(fns, reps):
+def alternate(fns, reps, settle=False):
     """Runs the functions in turn, reps rounds, rotating the order each round (each follows
     each other equally often, so what one leaves behind, garbage or objects for this thread
     to free, lands on all of them alike); the list of times of each. (Not gc.collect()
     between runs: on 3.13t a full collection makes the next large allocation burst trigger
-    many more collections, which is not how a program runs.)"""
+    many more collections, which is not how a program runs.)
+
+    settle: each timed call comes right after an untimed call of the same function. For
+    functions that run on different threads (two schedulers, or a scheduler and a
+    ThreadPoolExecutor): a run that follows the other pool's run finds its own threads'
+    memory out of the caches, and pays for it. Measured (50,000 trivial children, one
+    spawner): 1 worker 11.5 ms after its own run, 15.3 ms after the 2-worker run; the
+    2-worker run 12.8 and 16.8 ms. Without settling, a round's ratio then swings with the
+    order of its two runs (0.7 to 2.0 for the same code), and the spread measures the
+    order, not the scheduler."""
     out = [[] for _ in fns]
     for r in range(reps):
         for j in range(len(fns)):
             k = (j + r) % len(fns)
+            if settle:
+                fns[k]()
             out[k].append(timed(fns[k]))
     return out
 

@@ -7,7 +7,9 @@
      2-worker runs;
   2. a task spawning children of ~50 us each: speed-up of 2 workers over 1 (>= 1.8x);
   3. tg.map over range(1,000,000) trivial items on 2 workers against the list comprehension
-     over the same range: tg.map's time over the comprehension's (target <= 0.7), and the
+     over the same range: tg.map's time over the comprehension's (target <= 0.7), with the
+     two parts of each (the call, and the caller freeing the result list) timed apart and the
+     best ratio a perfect split could give (result_costs), and the
      same for the other input kinds (list, tuple, a generator, dict keys, a numpy array if
      numpy is installed: figures, not targets); beside them ThreadPoolExecutor.map, joblib
      (threading backend) and dask.bag.map where installed (on fewer items when they would
@@ -32,7 +34,7 @@ import statistics
 import time
 
 import taskgraph as tg
-from _common import (Machine, alternate, load_text, spread_text, summary, verdict, worker_cpu,
+from _common import (Machine, alternate, load_text, spread_text, summary, timed, verdict, worker_cpu,
                      write_results)
 from suite import busy
 
@@ -114,18 +116,21 @@ def fan_out_trivial(s1, s2, n, runs):
     2-worker runs stole and how often they looked."""
     before = s2.stats()
     load = Machine()
-    t1, t2 = alternate([lambda: s1.compute(fan_out(n, 0)), lambda: s2.compute(fan_out(n, 0))], runs)
+    # Settled (_common.alternate): each timed run follows a run of its own scheduler.
+    t1, t2 = alternate([lambda: s1.compute(fan_out(n, 0)), lambda: s2.compute(fan_out(n, 0))],
+                       runs, settle=True)
     load = load.stop()
+    calls = 2 * runs  # the settling runs are counted by the scheduler too
     d = stats_delta(s2, before)
     per = lambda xs: summary([x / n * 1e6 for x in xs])  # noqa: E731
     ratios = [b / a for a, b in zip(t1, t2)]
     res = {"children": n, "us_per_child_1w": per(t1), "us_per_child_2w": per(t2),
            "ratio_2w_over_1w": summary(ratios), "load": load,
            "ratio_2w_over_1w_judged": judged(ratios, 1.0, "lower", load=load),
-           "stolen_per_run_2w": sum(w["stolen"] for w in d) / runs,
-           "steal_attempts_per_run_2w": sum(w["steal_attempts"] for w in d) / runs,
-           "looks_per_run_2w": sum(w.get("looks", 0) for w in d) / runs,
-           "tasks_run_per_worker_per_run_2w": [w["tasks_run"] / runs for w in d],
+           "stolen_per_run_2w": sum(w["stolen"] for w in d) / calls,
+           "steal_attempts_per_run_2w": sum(w["steal_attempts"] for w in d) / calls,
+           "looks_per_run_2w": sum(w.get("looks", 0) for w in d) / calls,
+           "tasks_run_per_worker_per_run_2w": [w["tasks_run"] / calls for w in d],
            "speedup_2w_cpu_critical": critical_cpu(lambda s: s.compute(fan_out(n, 0)), s1, s2, runs)}
     report(f"fan-out of {n:,} trivial children, us per child 2w / 1w", res, "ratio_2w_over_1w")
     print(f"    1 worker {spread_text(res['us_per_child_1w'], unit=' us')}, 2 workers "
@@ -209,6 +214,39 @@ def map_vs_comprehension(s2, fn, make, runs):
     return tc, tm
 
 
+def result_costs(s2, fn, n, runs):
+    """Where the time of tg.map(fn, range(n)) goes, against the list comprehension: each one's
+    build (the call, without freeing its result) and the caller's freeing of the result list,
+    timed apart in alternated rounds. The comprehension's items are made by this thread and
+    freed by it; tg.map's are made by the workers, and this thread frees objects that another
+    thread allocated and owns (CPython's shared reference count, and mimalloc's cross-thread
+    free). `bound` is the ratio tg.map would have with a perfect split of the comprehension's
+    build over 2 workers and nothing else added: half the build, plus freeing what the
+    workers made, over the comprehension's build and free."""
+    held = {}
+
+    def build(k, f):
+        def run():
+            held[k] = f()
+        return run
+
+    def free(k):
+        def run():
+            del held[k]
+        return run
+
+    with tg.use_scheduler(s2):
+        bc, fc, bm, fm = [], [], [], []
+        for _ in range(runs):
+            for k, f, b, d in (("c", lambda: [fn(x) for x in range(n)], bc, fc),
+                               ("m", lambda: tg.map(fn, range(n)), bm, fm)):
+                b.append(timed(build(k, f)))
+                d.append(timed(free(k)))
+    bounds = [(c / 2 + m) / (c + f) for c, f, m in zip(bc, fc, fm)]
+    return {"comprehension_build": summary(bc), "comprehension_free": summary(fc),
+            "map_build": summary(bm), "map_free": summary(fm), "bound": summary(bounds)}
+
+
 def map_trivial(s2, tpe, n, runs, peer_cap):
     res = {}
     np = None
@@ -229,6 +267,13 @@ def map_trivial(s2, tpe, n, runs, peer_cap):
              "ratio_map_over_comprehension_judged": judged(ratios, 0.7, "lower", load=load)}
         if name == "range":
             r["speedup_2w_cpu_critical"] = map_critical_cpu(s2, trivial, make, runs)
+            r["costs"] = c = result_costs(s2, trivial, n, runs)
+            ms = lambda k: spread_text({**c[k], **{x: c[k][x] * 1e3 for x in ("median", "min", "max")}},  # noqa: E731
+                                       unit=" ms")
+            print(f"    apart: the comprehension builds in {ms('comprehension_build')}, its list is freed in "
+                  f"{ms('comprehension_free')}; tg.map builds in {ms('map_build')}, its list (items made "
+                  f"by the workers) is freed in {ms('map_free')}; best ratio a perfect 2-way split "
+                  f"could give: {spread_text(c['bound'])}", flush=True)
         res[name] = r
         report(f"tg.map over {name} of {n:,} trivial items, time over the comprehension's", r,
                "ratio_map_over_comprehension")

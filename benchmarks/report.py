@@ -223,6 +223,10 @@ def per_task_table(pt):
         lines += ["", f"Per trivial task, 2 workers: spawned {u['spawned']:.2f} us, lazy "
                   f"{u['lazy']:.2f} us, ThreadPoolExecutor(2) {u['tpe']:.2f} us; with a trace open: "
                   f"spawned {u['spawned_traced']:.2f} us, lazy {u['lazy_traced']:.2f} us."]
+    if "first_compute_m_per_s" in extra.get("lazy_million", {}):
+        lines += ["", f"The million lazy tasks: the first compute of that size in the process (its "
+                  f"memory taken from the kernel, timed apart from the rounds): "
+                  f"{extra['lazy_million']['first_compute_m_per_s']:.2f} M tasks/s."]
     if "quicksort" in extra and "boxed_speedup" in extra["quicksort"]:
         q = extra["quicksort"]
         lines += ["", f"The quicksort on a list of Python floats made by the main thread (the "
@@ -313,11 +317,23 @@ def map_table(mp):
               f"per run (CPU-critical ratio {crit(ft)}); the ~50 us fan-out's CPU-critical speed-up "
               f"{crit(fb)}; tg.map over the range, CPU-critical {crit(mt.get('range', {}))}; over ~20 us "
               f"items {crit(m20)}.", "",
+             ] + (costs_line(mt["range"]["costs"]) if "costs" in mt.get("range", {}) else []) + [
              "Peers per item, 2 threads: " + "; ".join(
                  f"{name[5:]} {r['us_per_item']:.2f} us (trivial)" for name, r in mt.items() if name.startswith("peer "))
              + "; " + "; ".join(f"{name[5:]} {r['us_per_item']:.2f} us (~20 us items)"
                                  for name, r in m20.items() if name.startswith("peer ")) + "."]
     return "\n".join(lines)
+
+
+def costs_line(c):
+    """map_fanout.result_costs: the two parts of tg.map over a range and of the comprehension."""
+    ms = lambda k: f"{c[k]['median'] * 1e3:.1f} ms"  # noqa: E731
+    return [f"tg.map over the range, its two parts timed apart (medians): the comprehension "
+            f"builds its list in {ms('comprehension_build')} and frees it in "
+            f"{ms('comprehension_free')}; tg.map builds in {ms('map_build')}, and the caller frees "
+            f"its list, whose items the workers made, in {ms('map_free')}. A perfect split of the "
+            f"comprehension's build over 2 workers, with nothing else added, would give "
+            f"**{spread(c['bound'])}** (docs/benchmarks.md, \"What limits it\").", ""]
 
 
 def shapes_table(sh):
