@@ -48,7 +48,7 @@ int tg_sleep_init(tg_sleep *sl, int n) {
     }
     atomic_init(&sl->idle, 0);
     atomic_init(&sl->joiners, 0);
-    atomic_init(&sl->wake_rr, 0);
+    atomic_init(&sl->last_sleeper, 0);
     return 0;
 }
 
@@ -80,12 +80,13 @@ static int wake_worker(tg_sleep *sl, int i, int only_idle) {
     return 1;
 }
 
-/* Wakes one sleeper (PARKED_IDLE), if any. */
+/* Wakes one sleeper (PARKED_IDLE), if any: the one that became a sleeper last, else the next
+ * below it (sleep.md, "Who is woken"). */
 static void wake_one(tg_sleep *sl) {
-    /* Relaxed: only spreads wake-ups over the workers. */
-    uint32_t start = atomic_fetch_add_explicit(&sl->wake_rr, 1, memory_order_relaxed);
+    /* Relaxed: a hint that only picks whom to try first (every candidate is tried). */
+    int start = atomic_load_explicit(&sl->last_sleeper, memory_order_relaxed);
     for (int k = 0; k < sl->n; k++)
-        if (wake_worker(sl, (int)((start + (uint32_t)k) % (uint32_t)sl->n), 1)) return;
+        if (wake_worker(sl, (start - k + sl->n) % sl->n, 1)) return;
 }
 
 void tg_sleep_notify(tg_sleep *sl) {
@@ -173,6 +174,8 @@ int tg_sleep_prepare(tg_sleep *sl, int w, const void *awaited, tg_sleep_mode mod
                                      * our re-check must cover the queues (rule 1). */
         uint64_t old = atomic_fetch_add_explicit(&sl->idle, SLEEPER_ONE - SEARCH_ONE, memory_order_seq_cst);
         last = SEARCHERS(old) == 1;
+        /* Relaxed: the hint read by wake_one, synchronising with nothing. */
+        atomic_store_explicit(&sl->last_sleeper, w, memory_order_relaxed);
     }
     /* seq_cst fence (F_s): pairs with the fences in notify and wake_joiners (rules 1-2). */
     atomic_thread_fence(memory_order_seq_cst);

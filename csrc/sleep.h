@@ -27,7 +27,7 @@ typedef struct {
      * (high 32 bits), so that "stop searching and become a sleeper" is one atomic step. */
     _Alignas(64) _Atomic uint64_t idle;
     _Atomic int32_t joiners;         /* workers registered in waiting_for */
-    _Atomic uint32_t wake_rr;        /* where tg_sleep_wake_one starts looking */
+    _Atomic int32_t last_sleeper;    /* the worker that last became a sleeper: woken first */
     void (*probe)(void *ctx, int w); /* tests only: see tg_pool_set_park_probe */
     void *probe_ctx;
 } tg_sleep;

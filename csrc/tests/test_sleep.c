@@ -7,6 +7,7 @@
  * AddressSanitizer. */
 #include "../graph.h"
 #include "../pool.h"
+#include "../sleep.h"
 #include "check.h"
 
 #include <pthread.h>
@@ -187,12 +188,69 @@ static void test_shutdown_vs_going_to_sleep(int rounds) {
     printf("ok shutdown wakes a worker in the registration window (%d rounds)\n", rounds);
 }
 
+/* Who is woken: of two sleepers, new work wakes the one that became a sleeper last (its
+ * caches are the warmer: the worker that just finished a compute's last task takes the next
+ * compute's root, docs/design/sleep.md). Driven on tg_sleep alone: two threads park as
+ * sleepers in a set order, and each notify must wake the later one first. */
+typedef struct {
+    tg_sleep *sl;
+    int w;
+    _Atomic int woken;
+} sleeper_arg;
+
+static void *sleeper(void *arg) {
+    sleeper_arg *a = arg;
+    tg_sleep_search_begin(a->sl);
+    tg_sleep_prepare(a->sl, a->w, NULL, TG_SLEEP_COUNTED);
+    tg_sleep_commit(a->sl, a->w, NULL, TG_SLEEP_COUNTED, 0, 0);
+    atomic_store_explicit(&a->woken, 1, memory_order_release); /* main's acquire */
+    return NULL;
+}
+
+static void wait_sleeping(tg_sleep *sl, int want) {
+    for (int i = 0; tg_sleep_sleeping(sl) != want; i++) {
+        CHECK(i < 20000, "%d sleepers after 10 s, want %d", tg_sleep_sleeping(sl), want);
+        usleep(500);
+    }
+}
+
+static void test_last_sleeper_woken_first(int rounds) {
+    for (int i = 0; i < rounds; i++) {
+        tg_sleep sl;
+        CHECK(tg_sleep_init(&sl, 2) == 0, "init");
+        sleeper_arg a[2] = {{&sl, 0, 0}, {&sl, 1, 0}};
+        int first = i % 2, last = 1 - first; /* the order they park in */
+        pthread_t tid[2];
+        pthread_create(&tid[first], NULL, sleeper, &a[first]);
+        wait_sleeping(&sl, 1);
+        pthread_create(&tid[last], NULL, sleeper, &a[last]);
+        wait_sleeping(&sl, 2);
+        tg_sleep_notify(&sl);
+        for (int k = 0; !atomic_load_explicit(&a[0].woken, memory_order_acquire) &&
+                        !atomic_load_explicit(&a[1].woken, memory_order_acquire); k++) {
+            CHECK(k < 20000, "round %d: notify woke nobody in 10 s", i);
+            usleep(500);
+        }
+        CHECK(atomic_load_explicit(&a[last].woken, memory_order_acquire) == 1 &&
+              atomic_load_explicit(&a[first].woken, memory_order_acquire) == 0,
+              "round %d: notify woke worker %d, which parked first, not worker %d", i, first, last);
+        pthread_join(tid[last], NULL);
+        CHECK(tg_sleep_sleeping(&sl) == 1, "round %d: one sleeper left", i);
+        tg_sleep_notify(&sl); /* then the other */
+        wait_count(&a[first].woken, 1, "the first sleeper");
+        pthread_join(tid[first], NULL);
+        tg_sleep_destroy(&sl);
+    }
+    printf("ok new work wakes the sleeper that parked last (%d rounds)\n", rounds);
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     int rounds = sanitized() ? 200 : 1000;
     test_work_vs_going_to_sleep(rounds);
     test_finish_vs_joiner(rounds / 4);
     test_shutdown_vs_going_to_sleep(rounds / 4);
-    printf("sleep: 3 passed, 0 failed\n");
+    test_last_sleeper_woken_first(rounds / 20);
+    printf("sleep: 4 passed, 0 failed\n");
     return 0;
 }
