@@ -17,7 +17,14 @@ void (*tg_test_after_seal)(tg_task *t);
 /* Marks a successor list that its task has finished: nobody may add edges any more. */
 #define TG_SEALED ((tg_edge *)(uintptr_t)1)
 
-static int claim(tg_task *t, tg_run *run, int covered) {
+/* How a claim counts the task in its run's live count. */
+typedef enum {
+    COUNT = 0,   /* counted: adds 1 to live */
+    COVERED = 1, /* not counted: its parent covers it (tg_task_claim_child) */
+    PREPAID = 2  /* counted, already added by the caller (tg_task_claim_prepaid) */
+} claim_count;
+
+static int claim(tg_task *t, tg_run *run, claim_count how) {
     int expect = TG_NEW;
     /* acq_rel CAS: exactly one claimer wins; pairs with other claimers' CAS. */
     if (!atomic_compare_exchange_strong_explicit(&t->state, &expect, TG_PENDING,
@@ -26,21 +33,24 @@ static int claim(tg_task *t, tg_run *run, int covered) {
     /* Relaxed: see tg_task_run. */
     atomic_store_explicit(&t->run, run, memory_order_relaxed);
     t->worker = -1;
-    t->covered = (uint8_t)covered; /* plain: published with the task, like the stores below */
+    t->covered = how == COVERED; /* plain: published with the task, like the stores below */
     /* Relaxed: nothing is published yet; the push that publishes the task (release store of
      * the deque's bottom, or the injector's lock) orders these stores for the runner. The other
      * fields (succ, poisoned, final, thief) are zero from allocation and must not be reset
      * here: a thread that lost the claim may already be adding an edge to succ. */
     atomic_store_explicit(&t->deps, 1, memory_order_relaxed);
     /* Relaxed: the decrement in tg_task_finish is acq_rel and comes later in modification
-     * order (the task cannot finish before it is published). */
-    if (!covered) atomic_fetch_add_explicit(&run->live, 1, memory_order_relaxed);
+     * order (the task cannot finish before it is published). A prepaid claim's increment was
+     * made by the same thread before the claim (tg_run_hold_n), so the same holds. */
+    if (how == COUNT) atomic_fetch_add_explicit(&run->live, 1, memory_order_relaxed);
     return 1;
 }
 
-int tg_task_claim(tg_task *t, tg_run *run) { return claim(t, run, 0); }
+int tg_task_claim(tg_task *t, tg_run *run) { return claim(t, run, COUNT); }
 
-int tg_task_claim_child(tg_task *t, tg_run *run) { return claim(t, run, 1); }
+int tg_task_claim_child(tg_task *t, tg_run *run) { return claim(t, run, COVERED); }
+
+int tg_task_claim_prepaid(tg_task *t, tg_run *run) { return claim(t, run, PREPAID); }
 
 void tg_task_claim_fresh_child(tg_task *t, tg_run *run) {
     /* Relaxed stores: nobody else can see the task (the caller's promise) until the push that
@@ -209,15 +219,19 @@ int tg_task_poisoned(const tg_task *t) {
     return atomic_load_explicit(&((tg_task *)t)->poisoned, memory_order_acquire);
 }
 
-void tg_run_hold(tg_run *r) {
+void tg_run_hold_n(tg_run *r, int64_t n) {
     /* Relaxed: like the claim's increment, ordered before the matching decrement. */
-    atomic_fetch_add_explicit(&r->live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->live, n, memory_order_relaxed);
 }
 
-int tg_run_release(tg_run *r) {
+int tg_run_release_n(tg_run *r, int64_t n) {
     /* acq_rel: pairs with the decrements in tg_task_finish (see there). */
-    return atomic_fetch_sub_explicit(&r->live, 1, memory_order_acq_rel) == 1;
+    return atomic_fetch_sub_explicit(&r->live, n, memory_order_acq_rel) == n;
 }
+
+void tg_run_hold(tg_run *r) { tg_run_hold_n(r, 1); }
+
+int tg_run_release(tg_run *r) { return tg_run_release_n(r, 1); }
 
 void tg_run_cancel(tg_run *r) {
     /* Relaxed: a flag read at hand-out time; being seen a little late only lets a task that

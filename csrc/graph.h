@@ -95,6 +95,12 @@ int tg_task_claim(tg_task *t, tg_run *run);
  * covered in turn, stays unfinished until this one has finished (its parent, which syncs its
  * children before it finishes), or else holds the run (tg_run_hold) until then. */
 int tg_task_claim_child(tg_task *t, tg_run *run);
+/* Claims a NEW task for run, counted in run->live like tg_task_claim, but without adding to
+ * live: the caller has added it beforehand for this task (tg_run_hold_n), so that a submitter
+ * of many tasks touches the counter once per batch, not once per task (the workers finishing
+ * the first tasks decrement the same line meanwhile). A lost claim uses nothing: the caller
+ * keeps what it added for the next one, and gives back what is left (tg_run_release_n). */
+int tg_task_claim_prepaid(tg_task *t, tg_run *run);
 /* tg_task_claim_child and tg_task_release_hold in one, for a NEW task the caller has just made
  * and no other thread can reach yet: plain stores, no read-modify-write (the push that
  * publishes the task orders them for its runner). The task is READY. */
@@ -152,6 +158,9 @@ int tg_task_state(const tg_task *t);
  * between two submissions. tg_run_release returns 1 if dropping the hold ended the run. */
 void tg_run_hold(tg_run *r);
 int tg_run_release(tg_run *r);
+/* The same for n holds at once (n >= 1): tg_task_claim_prepaid uses them up one per task. */
+void tg_run_hold_n(tg_run *r, int64_t n);
+int tg_run_release_n(tg_run *r, int64_t n);
 /* Sets the run's cancelled flag: its tasks that have not started are handed out with skip=1. */
 void tg_run_cancel(tg_run *r);
 int tg_run_is_cancelled(const tg_run *r);

@@ -75,6 +75,46 @@ def test_long_chain_is_submitted_iteratively():
     assert tg.compute(node, workers=2) == 100_000
 
 
+def compute_in_threads(s1, s2, targets):
+    """Computes each target in a thread of its own, alternately on s1 and s2, all at once:
+    their results, once every thread has ended (60 s each at most)."""
+    results = [None] * len(targets)
+
+    def run(k):
+        results[k] = (s1 if k % 2 else s2).compute(targets[k])
+
+    ths = [threading.Thread(target=run, args=(k,)) for k in range(len(targets))]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(60)
+    assert not any(th.is_alive() for th in ths), "a compute never ended"
+    return results
+
+
+def test_computes_racing_for_thousands_of_shared_nodes_all_end():
+    """From outside the workers, a submission counts its claims on the run a batch (1,024)
+    at a time and gives back what it did not use (submit.c): computes that race for the same
+    thousands of nodes, each losing some claims in every batch, must all end with the right
+    result, and leave the schedulers usable."""
+    @tg.task
+    def leaf(i):
+        return i
+
+    @tg.task
+    def total(*xs):
+        return sum(xs)
+
+    n = scaled(5000, 2500)
+    for _ in range(3):
+        leaves = [leaf(i) for i in range(n)]
+        tops = [total(*leaves[k::2], *leaves[1 - k::2]) for k in range(2)] + [total(*leaves)]
+        with tg.Scheduler(workers=2) as s1, tg.Scheduler(workers=2) as s2:
+            assert compute_in_threads(s1, s2, tops) == [n * (n - 1) // 2] * len(tops)
+            assert s1.compute(total(*[leaf(i) for i in range(3000)])) == 3000 * 2999 // 2
+            assert s2.compute(total(*[leaf(i) for i in range(3000)])) == 3000 * 2999 // 2
+
+
 @pytest.mark.thread_unsafe(reason="injected faults are process-wide")
 @needs_faults
 def test_interrupted_submission_leaves_nothing_waiting():
@@ -131,16 +171,7 @@ def test_concurrent_computes_of_overlapping_graphs_run_each_node_once():
     picks = [rnd.sample(range(len(leaves)), len(leaves) // 2) for _ in range(8)]
     groups = [total([leaves[i] for i in p]) for p in picks]
     with tg.Scheduler(workers=2) as s1, tg.Scheduler(workers=2) as s2:
-        results = [None] * len(groups)
-
-        def run(k):
-            results[k] = (s1 if k % 2 else s2).compute(groups[k])
-
-        ths = [threading.Thread(target=run, args=(k,)) for k in range(len(groups))]
-        for th in ths:
-            th.start()
-        for th in ths:
-            th.join(60)
+        results = compute_in_threads(s1, s2, groups)
     assert results == [sum(p) for p in picks]
     assert sorted(counts.values()) == [1] * len(counts)  # nothing ran twice
     assert all(g.state == "done" for g in groups)

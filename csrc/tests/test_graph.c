@@ -272,14 +272,42 @@ static void test_covered_child(void) {
     printf("ok covered children\n");
 }
 
+/* Prepaid claims (tg_task_claim_prepaid): a submitter adds to live once for a batch, each
+ * claim uses one without touching the count, a lost claim uses none, and giving back what is
+ * left ends the run exactly when nothing else is live. */
+static void test_prepaid_claims(void) {
+    tg_task a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    tg_run_hold_n(&run, 4); /* the submitter's own hold and 3 prepaid claims */
+    CHECK(tg_task_claim_prepaid(&a, &run) == 1 && tg_run_live(&run) == 4, "a claim adds nothing");
+    CHECK(tg_task_claim_prepaid(&a, &run) == 0 && tg_task_claim(&a, &run) == 0, "claimed once");
+    CHECK(tg_task_claim_prepaid(&b, &run) == 1 && tg_run_live(&run) == 4, "b too");
+    CHECK(tg_task_run(&b) == &run && tg_task_state(&b) == TG_PENDING, "b is the run's");
+    int n = 0;
+    CHECK(tg_task_release_hold(&a) == 1 && tg_task_start(&a) == 1, "a runs");
+    CHECK(tg_task_finish(&a, TG_DONE, count_only, &n) == 0 && tg_run_live(&run) == 3, "a counted");
+    CHECK(tg_run_release_n(&run, 2) == 0 && tg_run_live(&run) == 1, "the hold and the unused claim back: b is live");
+    CHECK(tg_task_release_hold(&b) == 1 && tg_task_start(&b) == 1, "b runs");
+    CHECK(tg_task_finish(&b, TG_DONE, count_only, &n) == 1 && tg_run_live(&run) == 0, "run ended by b");
+    tg_run r2;
+    memset(&r2, 0, sizeof r2);
+    tg_run_hold_n(&r2, 5);
+    CHECK(tg_run_release_n(&r2, 5) == 1, "giving back everything ends an empty run");
+    printf("ok prepaid claims\n");
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     test_covered_child();
+    test_prepaid_claims();
     test_claim_race();
     test_edges_race_finish();
     test_poison_and_run_end();
     test_inline();
     test_cancel_races_start();
-    printf("graph: 6 passed, 0 failed\n");
+    printf("graph: 7 passed, 0 failed\n");
     return 0;
 }
