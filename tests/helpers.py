@@ -28,6 +28,28 @@ def fib_calls(n, cutoff=0):
     return 1 if n <= max(cutoff, 1) else 1 + fib_calls(n - 1, cutoff) + fib_calls(n - 2, cutoff)
 
 
+def counted_leaves(n, sleep):
+    """n leaf nodes (leaf(i) returns i after sleeping `sleep` s), a task `total(xs)` that sums a
+    list of them, and the dict counting how many times each leaf ran (to check that a node
+    shared by several computes runs once)."""
+    import threading
+    import time
+    counts, lock = {}, threading.Lock()
+
+    @tg.task
+    def leaf(i):
+        with lock:
+            counts[i] = counts.get(i, 0) + 1
+        time.sleep(sleep)
+        return i
+
+    @tg.task
+    def total(xs):
+        return sum(xs)
+
+    return [leaf(i) for i in range(n)], total, counts
+
+
 def scaled(n, small):
     """n, or small under the sanitizer builds (make test-asan sets TASKGRAPH_SANITIZED)."""
     import os

@@ -1,11 +1,11 @@
 """Serial elision: ``with tg.serial():`` runs tasks at once in the calling thread, claiming
 each node first (a parallel compute never runs it again)."""
 import threading
-import time
 
 import pytest
 
 import taskgraph as tg
+from helpers import counted_leaves
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -76,21 +76,7 @@ def test_lazy_graph_built_outside_computed_inside_serial():
 
 
 def test_serial_run_and_a_parallel_compute_of_one_graph_run_each_node_once():
-    counts = {}
-    lock = threading.Lock()
-
-    @tg.task
-    def leaf(i):
-        with lock:
-            counts[i] = counts.get(i, 0) + 1
-        time.sleep(0.001)
-        return i
-
-    @tg.task
-    def total(xs):
-        return sum(xs)
-
-    leaves = [leaf(i) for i in range(200)]
+    leaves, total, counts = counted_leaves(200, 0.001)
     a, b = total(leaves[::-1]), total(leaves)
     with tg.Scheduler(workers=2) as s:
         t = threading.Thread(target=s.compute, args=(a,))

@@ -10,7 +10,7 @@ import pytest
 import taskgraph as tg
 
 pytestmark = pytest.mark.timeout(120)
-from helpers import needs_faults, scaled
+from helpers import counted_leaves, needs_faults, scaled
 from taskgraph._native import core
 
 # ---------------------------------------------------------------------- random DAGs
@@ -115,58 +115,50 @@ def test_computes_racing_for_thousands_of_shared_nodes_all_end():
             assert s2.compute(total(*[leaf(i) for i in range(3000)])) == 3000 * 2999 // 2
 
 
+@tg.task
+def inc(x):
+    return x + 1
+
+
+def fail_a_chain(s, fault, at, length):
+    """Computes a chain of `length` + 1 inc nodes on s with the injected fault armed to fire
+    at its `at`-th time: the chain's nodes, once the compute has raised MemoryError and every
+    node it claimed has finished (10 s at most)."""
+    node = inc(0)
+    chain = [node]
+    for _ in range(length):
+        node = inc(node)
+        chain.append(node)
+    core._arm_fault(fault, at)
+    try:
+        with pytest.raises(MemoryError):
+            s.compute(node)
+    finally:
+        core._arm_fault(fault, 0)
+    deadline = time.monotonic() + 10
+    while not all(n.done() for n in chain if n.state != "new") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return chain
+
+
 @pytest.mark.thread_unsafe(reason="injected faults are process-wide")
 @needs_faults
 def test_interrupted_submission_leaves_nothing_waiting():
     """A failure in the middle of submitting a big graph (out of memory at the 300th claim,
     injected): what was claimed drains as cancelled, nothing waits forever."""
-
-    @tg.task
-    def inc(x):
-        return x + 1
-
-    node = inc(0)
-    chain = [node]
-    for _ in range(500):
-        node = inc(node)
-        chain.append(node)
     with tg.Scheduler(workers=2) as s:
-        core._arm_fault(core.FAULT_CLAIM, 300)
-        try:
-            with pytest.raises(MemoryError):
-                s.compute(node)
-        finally:
-            core._arm_fault(core.FAULT_CLAIM, 0)
-        claimed = [n for n in chain if n.state != "new"]
+        claimed = [n for n in fail_a_chain(s, core.FAULT_CLAIM, 300, 500) if n.state != "new"]
         assert len(claimed) == 299
-        deadline = time.monotonic() + 10
-        while not all(n.done() for n in claimed) and time.monotonic() < deadline:
-            time.sleep(0.01)
         assert all(n.state == "cancelled" for n in claimed)
         with pytest.raises(tg.CancelledError, match="interrupted"):
             claimed[0].result()
-        fresh = inc(41)
-        assert s.compute(fresh) == 42  # still usable
+        assert s.compute(inc(41)) == 42  # still usable
 
 
 def test_concurrent_computes_of_overlapping_graphs_run_each_node_once():
     """Several threads compute graphs that share nodes, on one scheduler and on two: a node
     is claimed by exactly one run; the others wait for it."""
-    counts = {}
-    lock = threading.Lock()
-
-    @tg.task
-    def leaf(i):
-        with lock:
-            counts[i] = counts.get(i, 0) + 1
-        time.sleep(0.0002)
-        return i
-
-    @tg.task
-    def total(xs):
-        return sum(xs)
-
-    leaves = [leaf(i) for i in range(scaled(400, 80))]
+    leaves, total, counts = counted_leaves(scaled(400, 80), 0.0002)
     rnd = random.Random(3)
     picks = [rnd.sample(range(len(leaves)), len(leaves) // 2) for _ in range(8)]
     groups = [total([leaves[i] for i in p]) for p in picks]
@@ -180,25 +172,8 @@ def test_concurrent_computes_of_overlapping_graphs_run_each_node_once():
 @pytest.mark.thread_unsafe(reason="injected faults are process-wide")
 @needs_faults
 def test_a_failed_edge_allocation_leaves_nothing_waiting():
-    @tg.task
-    def inc(x):
-        return x + 1
-
-    node = inc(0)
-    chain = [node]
-    for _ in range(200):
-        node = inc(node)
-        chain.append(node)
     with tg.Scheduler(workers=2) as s:
-        core._arm_fault(core.FAULT_EDGE, 150)
-        try:
-            with pytest.raises(MemoryError):
-                s.compute(node)
-        finally:
-            core._arm_fault(core.FAULT_EDGE, 0)
-        deadline = time.monotonic() + 10
-        while not all(n.done() for n in chain if n.state != "new") and time.monotonic() < deadline:
-            time.sleep(0.01)
+        chain = fail_a_chain(s, core.FAULT_EDGE, 150, 200)
         assert all(n.done() for n in chain if n.state != "new")
         assert s.compute(inc(1)) == 2
 

@@ -509,16 +509,19 @@ static PyObject *exec_configure(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The run argument of `fn`(run), or NULL with a TypeError naming the call. */
+static RunObject *run_arg(PyObject *arg, const char *fn) {
+    if (PyObject_TypeCheck(arg, &TG_RunType)) return (RunObject *)arg;
+    PyErr_Format(PyExc_TypeError, "%s(run): expected a Run, got %.200s", fn, Py_TYPE(arg)->tp_name);
+    return NULL;
+}
+
 /* _exec_hold(run): registers the run with its engine and holds it open (it does not end when
  * its queue runs empty) until _exec_release. SchedulerClosedError if the engine is closed. */
 static PyObject *exec_hold(PyObject *mod, PyObject *arg) {
     (void)mod;
-    if (!PyObject_TypeCheck(arg, &TG_RunType)) {
-        PyErr_SetString(PyExc_TypeError, "_exec_hold(run)");
-        return NULL;
-    }
-    RunObject *run = (RunObject *)arg;
-    if (tg_runs_add(run->engine, run) < 0) return NULL;
+    RunObject *run = run_arg(arg, "_exec_hold");
+    if (!run || tg_runs_add(run->engine, run) < 0) return NULL;
     tg_run_hold(&run->r);
     Py_RETURN_NONE;
 }
@@ -527,11 +530,8 @@ static PyObject *exec_hold(PyObject *mod, PyObject *arg) {
  * (Run.wait() then returns True). Once per hold. */
 static PyObject *exec_release(PyObject *mod, PyObject *arg) {
     (void)mod;
-    if (!PyObject_TypeCheck(arg, &TG_RunType)) {
-        PyErr_SetString(PyExc_TypeError, "_exec_release(run)");
-        return NULL;
-    }
-    RunObject *run = (RunObject *)arg;
+    RunObject *run = run_arg(arg, "_exec_release");
+    if (!run) return NULL;
     if (tg_run_release(&run->r)) tg_run_ended(run);
     Py_RETURN_NONE;
 }
