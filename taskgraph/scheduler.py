@@ -333,6 +333,23 @@ def _worker_main(engine, index, ref):
         engine._worker_exited()
 
 
+# CPython keeps a thread's Python frames on a stack of chunks (16 KiB at first) that it maps
+# when a call needs more room and unmaps as soon as the frame that opened a chunk returns.
+# A task whose recursion goes to and fro across a chunk's end therefore pays an mmap and a
+# munmap per crossing, and with a second worker running, each munmap interrupts the other
+# core to flush its TLB: the unbalanced-tree search of benchmarks/inflation.py made 14,722
+# unmaps in three runs and ran no faster on 2 workers than on 1 (0.98x; with this, 1.82x).
+# Where the boundaries lie depends on how deep a worker happens to be, so any task could hit
+# one. The cure: the worker's own bottom frame asks for a frame of 2**16 slots, so CPython
+# opens a chunk of 1 MiB for it, of which the frame leaves 512 KiB free above itself; that
+# chunk is never unmapped while the worker lives, and every task's frames go above it
+# (1,000 nested calls of up to 65 slots each fit). Virtual memory only: the frame's own
+# slots are never written, and a page is backed only once a task's frames reach it.
+# docs/design/native.md, "A worker's frame stack".
+_WORKER_FRAME_SLOTS = 1 << 16
+_worker_main.__code__ = _worker_main.__code__.replace(co_stacksize=_WORKER_FRAME_SLOTS)
+
+
 # ---------------------------------------------------------------------- module-level state
 _live = weakref.WeakSet()
 _by_engine = weakref.WeakValueDictionary()
