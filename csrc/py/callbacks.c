@@ -93,9 +93,12 @@ int tg_callbacks_traverse(NodeObject *n, visitproc visit, void *arg) {
 }
 
 void tg_callbacks_clear(NodeObject *n) {
-    /* Relaxed: the node is unreachable (collected or deallocated): no other user. A node
-     * freed unfinished never calls its callbacks (like a future that never completes). */
-    PyObject *cb = atomic_exchange_explicit(&n->callbacks, NULL, memory_order_relaxed);
+    /* Relaxed, a load and a store (no locked exchange): the node is unreachable (collected or
+     * deallocated), so no other thread uses it; cleared before the list is dropped, as
+     * Py_CLEAR does. A node freed unfinished never calls its callbacks (like a future that
+     * never completes). */
+    PyObject *cb = atomic_load_explicit(&n->callbacks, memory_order_relaxed);
+    atomic_store_explicit(&n->callbacks, NULL, memory_order_relaxed);
     if (cb && cb != FIRED) Py_DECREF(cb);
 }
 

@@ -300,8 +300,12 @@ static int node_clear(NodeObject *n) {
     Py_CLEAR(n->deps);
     Py_CLEAR(n->value);
     Py_CLEAR(n->retry);
-    /* Relaxed: the node is unreachable (collected or deallocated): no other reader. */
-    NodeObject *p = atomic_exchange_explicit(&n->parent, NULL, memory_order_relaxed);
+    /* Relaxed, and a load and a store rather than an exchange (an exchange is a locked
+     * instruction on x86, paid per node): the node is unreachable (collected or deallocated),
+     * so no other thread reads or writes it. Cleared before the reference is dropped: freeing
+     * the parent may free this node's last holder and re-enter here (which then sees NULL). */
+    NodeObject *p = atomic_load_explicit(&n->parent, memory_order_relaxed);
+    atomic_store_explicit(&n->parent, NULL, memory_order_relaxed);
     Py_XDECREF(p);
     clear_kids(n);
     Py_CLEAR(n->sibling);
