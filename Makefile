@@ -126,9 +126,14 @@ bench-deps: setup
 # The benchmarks (docs/benchmarks.md): the suite against peers, the per-task targets, the
 # instruction counts (valgrind), the dask backend, then the report; the reliability and
 # memory figures (docs/reliability.md); predicted against measured speed-up and work inflation
-# (docs/benchmarks.md, docs/performance.md). Results: benchmarks/results/.
+# (docs/benchmarks.md, docs/performance.md). Results: benchmarks/results/. The code is
+# compiled to .pyc first and run from it, as a program runs from its second run on: 3.13t
+# leaves the constants of code compiled from source at import mortal (docs/performance.md,
+# section 5), which a machine with PYTHONDONTWRITEBYTECODE set would otherwise measure.
+BYTECODE := $(PY) -m compileall -q benchmarks examples taskgraph
 bench: bench-deps
 	@mkdir -p benchmarks/results
+	@$(BYTECODE)
 	@$(PY) benchmarks/suite.py --out benchmarks/results/ft.json
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --gil-subset --out benchmarks/results/gil.json; fi
 	@$(PY) benchmarks/per_task.py --out benchmarks/results/per_task.json
@@ -150,6 +155,7 @@ bench: bench-deps
 
 bench-quick: bench-deps
 	@mkdir -p build/bench-quick
+	@$(BYTECODE)
 	@$(PY) benchmarks/suite.py --quick --out build/bench-quick/ft.json
 	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --quick --gil-subset --out build/bench-quick/gil.json; fi
 	@$(PY) benchmarks/per_task.py --quick --out build/bench-quick/per_task.json

@@ -10,6 +10,7 @@ what is CPython's can be told apart. Medians of alternating runs.
 """
 import argparse
 import hashlib
+import inspect
 import statistics
 import sys
 import threading
@@ -18,42 +19,28 @@ import time
 import taskgraph as tg
 from _common import write_results
 
-# ------------------------------------------------------------------ 12-queens
-N = 12
-FULL = (1 << N) - 1   # a computed int: NOT immortal, every worker's read writes its refcount
+
+# ------------------------------------------------------------------ the programs
+def _import_programs():
+    """inflation_programs, loaded from its .pyc, compiled here first if need be: a program's
+    constants are immortal only in code loaded from a .pyc (inflation_programs' docstring)."""
+    import compileall
+    import importlib
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inflation_programs.py")
+    compileall.compile_file(path, quiet=2)
+    return importlib.import_module("inflation_programs")
 
 
-# The search, as written naturally (suffix "", FULL read as a global) and with the one-line
-# rewrite (suffix "_d": FULL bound as a default argument, read as a local: no shared refcount
-# write per use). Both are defined at module level (exec into this module's globals), the same
-# text but for the default.
-QUEENS_SRC = '''
-def queens_serial{s}(cols, d1, d2{p}):
-    if cols == FULL:
-        return 1
-    n = 0
-    free = ~(cols | d1 | d2) & FULL
-    while free:
-        bit = free & -free
-        free ^= bit
-        n += queens_serial{s}(cols | bit, ((d1 | bit) << 1) & FULL, (d2 | bit) >> 1)
-    return n
-
-
-@tg.task
-def queens{s}(cols=0, d1=0, d2=0, depth=2{p}):
-    if depth == 0:
-        return queens_serial{s}(cols, d1, d2)
-    kids = []
-    free = ~(cols | d1 | d2) & FULL
-    while free:
-        bit = free & -free
-        free ^= bit
-        kids.append(queens{s}(cols | bit, ((d1 | bit) << 1) & FULL, (d2 | bit) >> 1, depth - 1))
-    return sum(k.result() for k in kids)
-'''
-exec(compile(QUEENS_SRC.format(s="", p=""), __file__, "exec"))
-exec(compile(QUEENS_SRC.format(s="_d", p=", FULL=FULL"), __file__, "exec"))
+P = _import_programs()
+N, FULL = P.N, P.FULL
+queens_serial, queens, queens_serial_d, queens_d = (P.queens_serial, P.queens,
+                                                      P.queens_serial_d, P.queens_d)
+queens_serial_lit, queens_lit = P.queens_serial_lit, P.queens_lit
+ROOT_CHILDREN, uts_count, uts, uts_nested_helper = (P.ROOT_CHILDREN, P.uts_count, P.uts,
+                                                    P.uts_nested_helper)
+# The same UTS source, for the forms that build it with exec() (their constants stay mortal).
+UTS_SRC = inspect.getsource(P.uts_count) + "\n\n" + inspect.getsource(P.uts)
 
 
 def run_threads(targets):
@@ -82,49 +69,6 @@ def queens_threads(serial, nthreads):
             bit = 1 << c
             serial(bit, (bit << 1) & FULL, bit >> 1)
     return run_threads([lambda t=t: part(t) for t in range(nthreads)])
-
-
-# ------------------------------------------------------------------ UTS (unbalanced tree)
-ROOT_CHILDREN = 2000
-UTS_SRC = '''
-def uts_count(v):
-    n = 1
-    if (v * 1103515245 + 12345) & 0x7fffffff < 267361255:   # 8 children w.p. 0.1245
-        for i in range(8):
-            n += uts_count((v * 69069 + i * 7919 + 1) & 0x7fffffff)
-    return n
-
-
-@tg.task
-def uts(v=1, root=True):
-    if not root:
-        return uts_count(v)
-    kids = [uts((v * 69069 + i * 7919 + 1) & 0x7fffffff, False) for i in range(ROOT_CHILDREN)]
-    return sum(k.result() for k in kids)
-'''
-exec(compile(UTS_SRC, __file__, "exec"))  # module level: uts_count, uts (as if written here)
-
-
-def _make_count():
-    def uts_count_nested(v):   # a nested function: no deferred reference counting on 3.13t
-        n = 1
-        if (v * 1103515245 + 12345) & 0x7fffffff < 267361255:
-            for i in range(8):
-                n += uts_count_nested((v * 69069 + i * 7919 + 1) & 0x7fffffff)
-        return n
-    return uts_count_nested
-
-
-uts_count_n = _make_count()
-
-
-@tg.task
-def uts_nested_helper(v=1, root=True):
-    if not root:
-        return uts_count_n(v)
-    kids = [uts_nested_helper((v * 69069 + i * 7919 + 1) & 0x7fffffff, False)
-            for i in range(ROOT_CHILDREN)]
-    return sum(k.result() for k in kids)
 
 
 def uts_factory():
@@ -231,6 +175,9 @@ def main(argv=None):
             trs[2].save(os.path.join(a.traces, "queens-2w.tgtrace"))
         rows.append(measure_task("12-queens, FULL as default argument", queens_d, s1, s2, reps,
                                  lambda k: queens_threads(queens_serial_d, k))[0])
+        assert s1.compute(queens_lit()) == 14200
+        rows.append(measure_task("12-queens, FULL as a literal", queens_lit, s1, s2, reps,
+                                 lambda k: queens_threads(queens_serial_lit, k))[0])
         fact, ex = uts_factory(), uts_exec()
         assert s1.compute(uts()) == s1.compute(uts_nested_helper()) == s1.compute(fact()) \
             == s1.compute(ex())

@@ -237,6 +237,10 @@ def per_task_table(pt):
     if "queens" in extra and "speedup_over_serial" in extra["queens"]:
         lines += ["", f"12-queens on 2 workers against the same search run serially: "
                   f"{extra['queens']['speedup_over_serial']:.2f}x."]
+        lit = extra["queens"].get("literal_full")
+        if lit:
+            lines[-1] += (f" With `FULL` written as a literal (immortal: docs/performance.md, "
+                          f"section 5), 2 workers over 1: {spread(lit)}x.")
     return "\n".join(lines)
 
 
