@@ -5,7 +5,10 @@ from several threads does not write its reference count. A nested function (a cl
 function made inside another function or a factory: ``__qualname__`` contains
 ``"<locals>"``) and a function whose module is not a real module (code run by ``exec()`` into a
 dict) do not, so workers calling the same one all write one shared counter, and the cache line
-bounces between the cores (docs/performance.md, "Work inflation"). ``note`` is called once per
+bounces between the cores (docs/performance.md, "Work inflation"). The same holds for the
+literal constants of code made by the builtin ``compile()`` (a module imported with no valid
+``.pyc``, ``exec(compile(...))``): 3.13t leaves them mortal, and every read of one by a worker
+writes its count. ``note`` is called once per
 ``@task``; ``Trace.summary()`` names the hazards among the tasks it shows, once. Records carry task
 names only, so a name that was also given to a module-level function is never flagged.
 """
@@ -22,8 +25,30 @@ _CLEAN: set = set()   # task names also given to a function without one (never f
                       # trace record carries the name only, so it could be either function)
 
 
+# What sys.getrefcount reports for an immortal object on 3.13t; 3.14 asks sys._is_immortal.
+_IMMORTAL_COUNT = 0xFFFFFFFF
+_is_immortal = getattr(sys, "_is_immortal", None) or (
+    lambda o: sys.getrefcount(o) >= _IMMORTAL_COUNT)
+# The constants CPython would make immortal (bool is an int, and always immortal).
+_SCALARS = (int, float, complex, bytes)
+
+
+def _mortal_constant(code, depth=0):
+    """A literal constant of code (or of the code nested in it) that is not immortal, else
+    None. Only asked where the GIL is off: with it, nothing is contended."""
+    for c in code.co_consts:
+        if type(c) in _SCALARS and not _is_immortal(c):
+            return c
+        if depth < 4 and hasattr(c, "co_consts"):
+            found = _mortal_constant(c, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
 def hazard_of(fn) -> str | None:
-    """Why calling fn from several workers may contend, or None (cheap: two attribute reads)."""
+    """Why calling fn from several workers may contend, or None (cheap: a few attribute reads
+    and a look at the code's constants)."""
     fn = getattr(fn, "func", fn)  # a functools.partial: its function
     qual = getattr(fn, "__qualname__", None)
     if not isinstance(qual, str):
@@ -36,6 +61,14 @@ def hazard_of(fn) -> str | None:
         m = sys.modules.get(mod) if isinstance(mod, str) else None
         if m is None or getattr(m, "__dict__", None) is not glb:
             return "defined by exec() or in a namespace that is not a module"
+    code = getattr(fn, "__code__", None)
+    gil_off = not getattr(sys, "_is_gil_enabled", lambda: True)()
+    if gil_off and code is not None:
+        c = _mortal_constant(code)
+        if c is not None:
+            return (f"code made by compile() (imported with no .pyc, or exec(compile(...))): its "
+                    f"constant {c!r:.40} is not immortal, so every worker that reads it writes "
+                    "its reference count")
     return None
 
 

@@ -1,6 +1,7 @@
 """Work inflation (Trace.inflation, summary(baseline=...)) and the contention hazards named in
 summaries (taskgraph._inflation, taskgraph._hazards)."""
 import dataclasses
+import sys
 
 import pytest
 
@@ -126,6 +127,31 @@ def test_hazard_of():
     assert hazard_of(len) is None  # a builtin: nothing to say
     import functools
     assert "nested" in hazard_of(functools.partial(nested, 1))
+
+
+SCALED = "def scaled(x):\n    return x * 1103515245 + 2.5\n"
+
+
+@pytest.mark.skipif(tg.gil_enabled(), reason="with the GIL, no reference count is contended")
+@pytest.mark.thread_unsafe(reason="while any thread is inside compile(), CPython leaves the "
+                           "constants of all code compiled meanwhile mortal (a process-wide flag)")
+def test_hazard_of_code_whose_constants_compile_left_mortal():
+    # The builtin compile() (what an import does with no valid .pyc) leaves the constants
+    # mortal on 3.13t; code the interpreter compiles itself (exec of a string) does not.
+    import types
+    for how, flagged in (("compile", True), ("string", False)):
+        mod = types.ModuleType(f"_tg_hazard_{how}")
+        sys.modules[mod.__name__] = mod
+        try:
+            exec(compile(SCALED, mod.__name__, "exec") if how == "compile" else SCALED,
+                 mod.__dict__)
+            why = hazard_of(mod.scaled)
+        finally:
+            del sys.modules[mod.__name__]
+        if flagged:
+            assert "compile()" in why and "1103515245" in why
+        else:
+            assert why is None
 
 
 @pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")
