@@ -127,7 +127,7 @@ def summary_lines(tr, baseline=None) -> list[str]:
         lines += inflation_lines(tr, baseline)
     hz = hazards_for(r.name for r in tr.records)
     if hz:
-        lines.append(f"  possible contention ({WORK_INFLATION}): workers calling one shared "
-                     "non-module-level function write its reference count:")
+        lines.append(f"  possible contention ({WORK_INFLATION}): every worker running these "
+                     "tasks writes the reference count of one shared object:")
         lines += [f"    {h}" for h in hz]
     return lines
