@@ -334,17 +334,21 @@ def test_keyboard_interrupt_in_a_callback_on_a_worker_is_reported_and_interrupts
 
 
 @tg.task
-def child_with_a_blocking_callback(started):
+def child_with_a_blocking_callback(added, started):
+    # Finishes only once its parent has added the callback: a callback added to a node that is
+    # done already runs at once in the adder (the parent), which would block the parent itself.
+    assert added.wait(30)
     started.set()
     return 1
 
 
 @tg.task
 def parent_of_a_child_with_a_blocking_callback(parent_done, outcome):
-    started = threading.Event()
-    c = child_with_a_blocking_callback(started)
+    added, started = threading.Event(), threading.Event()
+    c = child_with_a_blocking_callback(added, started)
     # Blocks until the compute has returned: the parent's sync must not wait for it.
     c.add_done_callback(lambda node: outcome.append(parent_done.wait(30)))
+    added.set()
     assert started.wait(30)  # this worker waits: the other one runs the child
     return "parent"
 
