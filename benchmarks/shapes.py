@@ -20,6 +20,9 @@ a work-stealing scheduler is known to lose on when its thieves are too eager or 
                   on the spawner's deque is always the one it is about to pop)
   chain           a task chain: each spawns the next and joins it, depth d
   fanout_50us     one task spawns children of ~50 us each (the shape that must speed up)
+  after_fanout    a fan-out of trivial children, then, in the same scheduler, a fork-join of
+                  coarse leaves (a thief's verdict on the fine work must not hold back the
+                  next: a gate learnt on the fan-out used to keep the fork-join on one worker)
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import sys
 import taskgraph as tg
 from _common import Machine, alternate, load_text, spread_text, summary, verdict, worker_cpu, write_results
 from map_fanout import units_for
+from per_task import fib
 from suite import busy
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
@@ -82,6 +86,15 @@ def fan_out_busy(n, k):
     return sum(c.result() for c in kids)
 
 
+def fib_tasks(n, cutoff):
+    return 1 if n <= cutoff else 1 + fib_tasks(n - 1, cutoff) + fib_tasks(n - 2, cutoff)
+
+
+def after_fanout(s, n, fib_n):
+    s.compute(fan_out(n))
+    return s.compute(fib(fib_n, 14))
+
+
 def wide_dag(width, layers):
     prev = [trivial(i) for i in range(width)]
     for _ in range(layers - 1):
@@ -98,6 +111,7 @@ def shapes(q):
     chains = 5 if q else 20
     nb = 200 if q else 2000
     kb = units_for(50)
+    fan_small, fib_n = (2000, 23) if q else (5000, 26)
     return {
         "fanout_task": (lambda s: lambda: s.compute(fan_out(n)), n,
                         f"one task spawns {n:,} trivial children and joins them"),
@@ -115,6 +129,10 @@ def shapes(q):
                   f"{chains} task chains of depth {d} (each task spawns the next and joins it)"),
         "fanout_50us": (lambda s: lambda: s.compute(fan_out_busy(nb, kb)), nb,
                         f"one task spawns {nb:,} children of ~50 us and joins them"),
+        "after_fanout": (lambda s: lambda: after_fanout(s, fan_small, fib_n),
+                         fan_small + 1 + fib_tasks(fib_n, 14),
+                         f"a fan-out of {fan_small:,} trivial children, then fib({fib_n}) cut off at 14 "
+                         "(leaves ~0.1-1 ms) in the same scheduler"),
     }
 
 

@@ -40,6 +40,8 @@ tg_pool *tg_pool_new(int nworkers) {
         w->stole_from = w->seen_v = -1;
         atomic_init(&w->gate_pushes, 0);
         atomic_init(&w->gate_k, 0);
+        atomic_init(&w->gate_dries, 0);
+        atomic_init(&w->dries, 0);
     }
     atomic_init(&p->shutdown, 0);
     p->idle_begin = p->idle_end = no_hook;
@@ -365,6 +367,7 @@ tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ct
     /* A pool of one worker has no thief: its pop needs neither fence nor CAS. */
     if ((p->n == 1 ? tg_deque_pop_alone(p->w[w].dq, &item) : tg_deque_pop(p->w[w].dq, &item)) == TG_OK)
         return hand_out(p, w, item, 0, out);
+    if (p->n > 1) note_dry(&p->w[w]); /* the gates on this deque's work lapse (thief.c) */
     if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
     if (!awaited && p->w[w].stole_from >= 0) tg_thief_learn(p, w, tg_now_ns());
     p->idle_begin(idle_ctx);

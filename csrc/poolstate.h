@@ -18,18 +18,25 @@ typedef struct {
     _Alignas(64) tg_deque *dq;
     uint64_t rng;             /* owner only */
     _Atomic int64_t stats[TG_NSTATS]; /* written by the owner only, read by anyone */
+    /* How many times this worker found its own deque empty (owner writes, thieves read:
+     * relaxed, a hint). A gate holds only while this count is the one it was learnt at: the
+     * work it judged is gone once the deque ran dry (thief.c). */
+    _Atomic int64_t dries;
     /* Owner only, as a thief: the last batch it stole outside a join (victim, or -1; when;
      * how many tasks), judged when it next runs out of work (tg_thief_learn); and the deque it
      * watches (a victim holding work it does not take yet, or -1): that deque's top, bottom
-     * and push count as last seen, and since when they have stood still. */
+     * and push count as last seen, and since when they have stood still. stole_dries: the
+     * victim's dry count when the batch was taken. */
     int stole_from, seen_v;
-    int64_t stole_at, stole_n, seen_top, seen_bottom, seen_pushes, seen_at;
+    int64_t stole_at, stole_n, stole_dries, seen_top, seen_bottom, seen_pushes, seen_at;
     /* This worker as a victim: behind a gate while its push count is below gate_pushes
      * (gate_k: the gate's length in pushes, 0 for none), because the last batch taken from
-     * it was too fine to pay for its move. Written and read by thieves only (relaxed: a hint,
+     * it was too fine to pay for its move, and only while its dry count is gate_dries (the
+     * count that batch was taken at). Written and read by thieves only (relaxed: a hint,
      * synchronising with nothing), on a cache line of their own, away from the owner's. */
     _Alignas(64) _Atomic int64_t gate_pushes;
     _Atomic int64_t gate_k;
+    _Atomic int64_t gate_dries;
 } tg_worker;
 
 struct tg_pool {
@@ -42,6 +49,18 @@ struct tg_pool {
 };
 
 static inline void stat_inc(tg_worker *me, tg_stat k) { tg_count(&me->stats[k]); }
+
+/* The owner found its own deque empty: every gate learnt on its work so far is void. */
+static inline void note_dry(tg_worker *me) {
+    /* Relaxed load and store, not an RMW: only the owner writes (as tg_count). */
+    atomic_store_explicit(&me->dries, atomic_load_explicit(&me->dries, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Worker v's dry count (relaxed: a hint for the thieves, paired with nothing). */
+static inline int64_t dries_of(tg_worker *v) {
+    return atomic_load_explicit(&v->dries, memory_order_relaxed);
+}
 
 /* After a worker pushed onto its own deque: tells the sleepers (sleep.md, rule 1). A pool of
  * one worker has nobody to tell: its only worker is the pusher, awake. */

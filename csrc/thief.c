@@ -97,6 +97,10 @@ look_result tg_thief_pass(tg_pool *p, int w, int first, int batch, int64_t now, 
          * descheduled for a while loses a batch per wait, not its whole deque at once). */
         int64_t gate = atomic_load_explicit(&vw->gate_pushes, memory_order_relaxed);
         int64_t gk = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
+        /* A gate lapses when its victim runs dry: the work it was learnt on is gone (a new
+         * compute, or the next phase of this one, is judged afresh). */
+        if (gk && atomic_load_explicit(&vw->gate_dries, memory_order_relaxed) != dries_of(vw))
+            gate = gk = 0;
         int64_t still = gk ? STILL_NS * (gk / GATE_MIN) : STILL_NS;
         if (still > WATCH_MAX_NS) still = WATCH_MAX_NS;
         if ((pushes < gate || size == 1) && !stood_still(me, v, top, bottom, pushes, now, still)) {
@@ -112,6 +116,7 @@ look_result tg_thief_pass(tg_pool *p, int w, int first, int batch, int64_t now, 
                     me->stole_from = v;
                     me->stole_at = now;
                     me->stole_n = got;
+                    me->stole_dries = dries_of(vw);
                 }
                 return LOOK_STOLEN;
             }
@@ -134,9 +139,14 @@ look_result tg_thief_pass(tg_pool *p, int w, int first, int batch, int64_t now, 
 void tg_thief_learn(tg_pool *p, int w, int64_t now) {
     tg_worker *me = &p->w[w], *vw = &p->w[me->stole_from];
     me->stole_from = -1;
+    /* The victim ran dry since the batch was taken: the work it came from is gone, and a
+     * verdict on it would gate the victim's next work (a new compute) for nothing. */
+    if (dries_of(vw) != me->stole_dries) return;
     /* Relaxed loads and stores: a hint shared by the thieves (tg_worker.gate_pushes); two
      * thieves judging at once may each store their own verdict. */
     int64_t k = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
+    if (atomic_load_explicit(&vw->gate_dries, memory_order_relaxed) != me->stole_dries)
+        k = 0; /* a lapsed gate (see tg_thief_pass): the verdict starts afresh */
     if (now - me->stole_at >= FINE_NS * me->stole_n) {
         if (k) {
             atomic_store_explicit(&vw->gate_k, 0, memory_order_relaxed);
@@ -149,4 +159,5 @@ void tg_thief_learn(tg_pool *p, int w, int64_t now) {
     tg_deque_look(vw->dq, &top, &bottom, &pushes);
     atomic_store_explicit(&vw->gate_k, k, memory_order_relaxed);
     atomic_store_explicit(&vw->gate_pushes, pushes + k, memory_order_relaxed);
+    atomic_store_explicit(&vw->gate_dries, me->stole_dries, memory_order_relaxed);
 }

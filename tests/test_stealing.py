@@ -53,6 +53,18 @@ def fine_then_coarse(n, m):
     return total, sum(k.result() for k in [nap(0.005) for _ in range(m)])
 
 
+def fib_plain(n):
+    return n if n < 2 else fib_plain(n - 1) + fib_plain(n - 2)
+
+
+@tg.task(name="fib")
+def fib(n, cutoff):
+    if n <= cutoff:
+        return fib_plain(n)
+    a, b = fib(n - 1, cutoff), fib(n - 2, cutoff)
+    return a.result() + b.result()
+
+
 def run_stats(s, node):
     before = s.stats()
     value = s.compute(node)
@@ -98,6 +110,20 @@ def test_children_worth_moving_are_stolen_also_after_trivial_ones():
     # 40 children of 5 ms: the other worker takes its share, whatever the gate that the
     # trivial children left on the spawner (it opens once that deque stands still).
     assert total(d, "stolen") >= 10, d
+
+
+def test_a_fork_join_computed_after_a_fan_out_of_trivial_children_is_shared():
+    # The fan-out leaves a gate on its spawner's deque (its children were too fine to move).
+    # The gate must lapse with the work it was learnt on: the fork-join computed next keeps
+    # its deque moving (it never stands still), so before the gate lapsed when the deque ran
+    # dry, the other worker took nothing from it until the spawner had pushed up to 4096 more
+    # tasks (this fork-join pushes 1,973).
+    with tg.Scheduler(2) as s:
+        for _ in range(3):
+            s.compute(fan_out(50_000))
+            value, d = run_stats(s, fib(26, 12))
+            assert value == fib_plain(26)
+            assert total(d, "stolen") >= 1, d
 
 
 def test_looks_and_steal_attempts_are_reported_per_worker():

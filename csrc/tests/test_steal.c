@@ -7,6 +7,7 @@
  * under a watchdog (a stranded task hangs its test). */
 #include "../graph.h"
 #include "../pool.h"
+#include "../thief.h"
 #include "check.h"
 
 #include <pthread.h>
@@ -275,12 +276,73 @@ static void test_spawn_join_is_left_to_its_owner(void) {
     printf("ok %d children spawned and joined at once: %lld stolen\n", n, (long long)d[TG_STAT_STOLEN]);
 }
 
+/* ------------------------------------------------------------------------- gates, step by step */
+
+/* Worker 0 of pool p (played by this thread) pushes n fine children from kids. */
+static void push_fine(tg_pool *p, job *kids, int n) {
+    for (int i = 0; i < n; i++) {
+        memset(&kids[i], 0, sizeof kids[i]);
+        kids[i].fn = fine_child;
+        CHECK(tg_pool_spawn(p, 0, &kids[i].t, &run) == TG_PUSH_QUEUED, "spawn");
+    }
+}
+
+/* Worker 0 pops its own deque until it finds it empty (it "runs dry"). The pool is shut down
+ * first, so that its find returns then instead of searching and parking (pool.h). */
+static void run_dry(tg_pool *p) {
+    tg_pool_shutdown(p);
+    tg_task *t;
+    tg_find r;
+    while ((r = tg_pool_find(p, 0, NULL, TG_LOOK_STEAL, NULL, &t)) != TG_FIND_SHUTDOWN)
+        CHECK(r == TG_FIND_RUN, "find got %d", r);
+}
+
+/* A gate lasts as long as the work it was learnt on: once its victim has run dry, the next
+ * work pushed there (a new compute after a fan-out of fine tasks) is stolen at once. Before,
+ * a fork-join computed right after such a fan-out ran on one worker until its owner had pushed
+ * up to 4096 more tasks (fib(28) with a cutoff at 16 pushes about 4,000 in all). No worker
+ * threads: this thread plays worker 0 (the victim) and worker 1 (the thief), so every step is
+ * deterministic. */
+static void test_a_gate_lapses_when_its_victim_runs_dry(void) {
+    enum { N = 64, NEXT = 8 };
+    static job kids[N], next[NEXT];
+    uint64_t item;
+    for (int learn_late = 0; learn_late <= 1; learn_late++) {
+        tg_pool *p = tg_pool_new(2);
+        CHECK(p, "tg_pool_new");
+        memset(&run, 0, sizeof run);
+        run.pool = p;
+        int64_t now = tg_now_ns();
+        push_fine(p, kids, N);
+        CHECK(tg_thief_pass(p, 1, 0, 1, now, &item) == LOOK_STOLEN, "first steal");
+        if (!learn_late) {
+            /* The thief ran dry 100 ns after taking a batch of 32: too fine, a gate. */
+            tg_thief_learn(p, 1, now + 100);
+            CHECK(tg_thief_pass(p, 1, 0, 1, now + 200, &item) == LOOK_HELD,
+                  "the victim's remaining fine work is not behind a gate");
+            run_dry(p);
+        } else {
+            /* The victim runs dry before the thief judges its batch: no verdict on work that
+             * is gone. */
+            run_dry(p);
+            tg_thief_learn(p, 1, now + 100);
+        }
+        push_fine(p, next, NEXT); /* the victim's next work */
+        CHECK(tg_thief_pass(p, 1, 0, 1, now + 300, &item) == LOOK_STOLEN,
+              "the victim's next work is held behind a gate learnt on work it finished (%s)",
+              learn_late ? "judged after it ran dry" : "judged before");
+        tg_pool_free(p);
+    }
+    printf("ok a gate lapses when its victim runs dry (judged before and after)\n");
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     test_held_work_is_never_stranded();
     test_every_held_deque_gets_its_turn();
     test_flat_fan_out_is_stolen_from_rarely();
     test_spawn_join_is_left_to_its_owner();
-    printf("steal: 4 passed, 0 failed\n");
+    test_a_gate_lapses_when_its_victim_runs_dry();
+    printf("steal: 5 passed, 0 failed\n");
     return 0;
 }
