@@ -68,7 +68,7 @@ class _MapState:
     ``lock``); a range task stops at it: items after the first failure are not needed."""
     __slots__ = ("call", "star", "kind", "src", "out", "n", "chunk", "node_task", "fail_at",
                  "error", "from_input", "lock", "cancelled", "per_item", "it", "pulled",
-                 "exhausted", "chunks", "pullers", "workers")
+                 "exhausted", "chunks", "pullers", "workers", "owner")
 
     def __init__(self, call, star, kind, src, n, chunk, node_task):
         self.call, self.star, self.kind, self.src, self.chunk = call, star, kind, src, chunk
@@ -87,6 +87,9 @@ class _MapState:
         self.chunks = []  # (start, results) of the pulled chunks
         self.pullers = 1
         self.workers = 1
+        # The caller's thread, which reads the results and frees them: they are handed to it
+        # (core.map_into, csrc/py/mapblock.c).
+        self.owner = core.map_owner()
 
     def failed(self, i, exc, from_input=False):
         with self.lock:
@@ -158,11 +161,12 @@ def _block(st, lo, b):
     """Runs items [lo, b) into st.out; returns how many ran, recording a failure."""
     kind, src = st.kind, st.src
     if kind == "index":
-        done, err = _map_into(st.call, src, lo, st.out, lo, b - lo, st.star)
+        done, err = _map_into(st.call, src, lo, st.out, lo, b - lo, st.star, st.owner)
     elif kind == "slice":
-        done, err = _map_into(st.call, iter(src[lo:b]), 0, st.out, lo, b - lo, st.star)
+        done, err = _map_into(st.call, iter(src[lo:b]), 0, st.out, lo, b - lo, st.star, st.owner)
     else:  # zip of random-access inputs
-        done, err = _map_into(st.call, zip(*(x[lo:b] for x in src)), 0, st.out, lo, b - lo, True)
+        done, err = _map_into(st.call, zip(*(x[lo:b] for x in src)), 0, st.out, lo, b - lo, True,
+                              st.owner)
     if err is not None:
         st.failed(lo + done, err)
     elif done != b - lo:  # only a list can end early: the caller's list shrank (not copied)
@@ -277,7 +281,7 @@ def _run_pull(st):
             break
         res = [None] * len(chunk)
         t0 = perf_counter()
-        done, err = _map_into(st.call, chunk, 0, res, 0, len(chunk), st.star)
+        done, err = _map_into(st.call, chunk, 0, res, 0, len(chunk), st.star, st.owner)
         dt = perf_counter() - t0
         st.chunks.append((start, res))
         if err is not None:

@@ -311,8 +311,13 @@ static PyMethodDef methods[] = {
      "first_error(nodes) -> the first exception of the nodes (a list or tuple), in order, or None: "
      "[n.exception() for n in nodes] without a Python call per node."},
     {"map_into", (PyCFunction)(void (*)(void))tg_map_into, METH_FASTCALL,
-     "map_into(fn, src, src_start, out, out_start, count, star) -> (done, error): tg.map's "
-     "per-item loop (csrc/py/mapblock.h)."},
+     "map_into(fn, src, src_start, out, out_start, count, star, owner) -> (done, error): "
+     "tg.map's per-item loop (csrc/py/mapblock.h)."},
+    {"map_owner", tg_map_owner, METH_NOARGS,
+     "map_owner() -> this thread's id, as map_into's owner (csrc/py/mapblock.h)."},
+    {"_owned_here", tg_owned_here, METH_O,
+     "_owned_here(obj) -> whether this thread owns obj (free-threaded builds; None with a "
+     "GIL). Tests only."},
     {"substitute", substitute, METH_VARARGS,
      "substitute(obj, who='compute') -> obj with its Nodes replaced by their values."},
     {"serial_enter", serial_enter, METH_NOARGS, "Enters serial mode on this thread."},
