@@ -20,6 +20,9 @@ a work-stealing scheduler is known to lose on when its thieves are too eager or 
                   on the spawner's deque is always the one it is about to pop)
   chain           a task chain: each spawns the next and joins it, depth d
   fanout_50us     one task spawns children of ~50 us each (the shape that must speed up)
+  fib_every       fib spawning a task at every level (fine-grained fork-join: both workers
+                  run task bodies that read the same Task object; while it was an ordinary
+                  object, its reference count made 2 workers slower than 1)
   after_fanout    a fan-out of trivial children, then, in the same scheduler, a fork-join of
                   coarse leaves (a thief's verdict on the fine work must not hold back the
                   next: a gate learnt on the fan-out used to keep the fork-join on one worker)
@@ -112,6 +115,7 @@ def shapes(q):
     nb = 200 if q else 2000
     kb = units_for(50)
     fan_small, fib_n = (2000, 23) if q else (5000, 26)
+    fine_n = 18 if q else 21
     return {
         "fanout_task": (lambda s: lambda: s.compute(fan_out(n)), n,
                         f"one task spawns {n:,} trivial children and joins them"),
@@ -129,6 +133,8 @@ def shapes(q):
                   f"{chains} task chains of depth {d} (each task spawns the next and joins it)"),
         "fanout_50us": (lambda s: lambda: s.compute(fan_out_busy(nb, kb)), nb,
                         f"one task spawns {nb:,} children of ~50 us and joins them"),
+        "fib_every": (lambda s: lambda: s.compute(fib(fine_n)), fib_tasks(fine_n, 1),
+                      f"fib({fine_n}) spawning a task at every level"),
         "after_fanout": (lambda s: lambda: after_fanout(s, fan_small, fib_n),
                          fan_small + 1 + fib_tasks(fib_n, 14),
                          f"a fan-out of {fan_small:,} trivial children, then fib({fib_n}) cut off at 14 "

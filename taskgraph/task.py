@@ -23,7 +23,8 @@ def task(fn=_NO_FN, *, name: str | None = None, retries: int = 0, retry_on=None)
     is pointed to ``name=``); so do a bad ``name`` and a bad ``retry_on``; ``retries`` outside
     0..1000 raises ``ValueError``. Nothing runs at decoration time, inside or outside a worker.
     Calling the task raises ``TypeError`` at once when its function would refuse the
-    arguments (see ``Task``).
+    arguments (see ``Task``). On CPython 3.13t the first Task of a top-level function lives
+    as long as the process, as the function does (docs/api.md, "Lifetime").
     """
     if isinstance(fn, str):
         raise TypeError(f"taskgraph.task needs a function, got the str {fn!r}: to name a task, "

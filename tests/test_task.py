@@ -2,12 +2,15 @@
 import functools
 import pickle
 import re
+import sys
 import threading
+import weakref
 
 import pytest
 
 import taskgraph as tg
 from helpers import run_script
+from taskgraph._native import core
 
 
 @tg.task
@@ -400,3 +403,46 @@ def test_a_function_returning_a_generator_is_still_a_task():
         return list(x for x in range(n) if x % 2 == 0)
 
     assert evens(5).result() == [0, 2, 4]
+
+
+# --------------------------------------------------------------- which Tasks are immortal
+
+IMMORTAL_TASKS = bool(core.FREE_THREADED) and sys.version_info[:2] == (3, 13)
+
+
+def is_immortal(obj):
+    before = sys.getrefcount(obj)
+    more = [obj] * 10
+    return sys.getrefcount(obj) == before and len(more) == 10
+
+
+def fresh_top_level_function():
+    """A new function whose code is not nested (as a module's own def), for this test alone."""
+    ns = {}
+    exec("def double(x):\n    return 2 * x\n", ns)
+    return ns["double"]
+
+
+@pytest.mark.skipif(not IMMORTAL_TASKS, reason="only CPython 3.13t makes top-level functions "
+                    "immortal, and taskgraph their first Task with them")
+def test_the_first_task_of_a_top_level_function_is_immortal_and_later_ones_are_freed():
+    fn = fresh_top_level_function()
+    first = tg.task(fn)
+    again = tg.task(fn, name="again")
+    assert is_immortal(first)
+    assert not is_immortal(again)
+    with tg.Scheduler(workers=2) as s:
+        assert s.compute([first(i) for i in range(100)]) == [2 * i for i in range(100)]
+        assert s.compute(again(21)) == 42
+    ref = weakref.ref(again)
+    del again
+    assert ref() is None
+
+    def nested(x):
+        return x
+
+    t = tg.task(nested)
+    assert not is_immortal(t)
+    ref = weakref.ref(t)
+    del t
+    assert ref() is None

@@ -465,6 +465,7 @@ static int exec_module(PyObject *m) {
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!(*strs[i].slot = PyUnicode_InternFromString(strs[i].s))) return -1;
     if (!TG.memory_error && !(TG.memory_error = PyObject_CallNoArgs(PyExc_MemoryError))) return -1;
+    if (!TG.first_tasks && !(TG.first_tasks = PyDict_New())) return -1;
     if (!TG.task_by_name && !(TG.task_by_name = PyObject_GetAttrString(m, "_task_by_name")))
         return -1;
     if (!TG.task_with_options &&

@@ -35,6 +35,7 @@ typedef struct {
     PyObject *task_by_name;         /* the module's _task_by_name (Task pickling) */
     PyObject *task_with_options;    /* the module's _task_with_options (Task pickling) */
     PyObject *memory_error;         /* a MemoryError instance, made at import */
+    PyObject *first_tasks;          /* dict: top-level function -> its first Task (task.c) */
 } tg_globals;
 
 extern tg_globals TG;

@@ -142,6 +142,48 @@ static PyObject *retry_options(PyObject *retries, PyObject *retry_on, PyObject *
 
 static int task_init_once(TaskObject *self, PyObject *args, PyObject *kw);
 
+/* The first Task made for a top-level function becomes immortal (CPython 3.13t only), as
+ * CPython 3.13t makes that function itself: a function whose code is not nested gets deferred
+ * reference counting there, which 3.13t implements by making the function immortal once a
+ * second thread has started (gh-117696). Every task body that calls a task reads it as a
+ * global, and every node of it holds it: as a mortal object, its reference count was written
+ * by every worker at every spawn, one cache line pulled between the cores (fib spawning at
+ * every level ran 0.91-0.98x on 2 workers against 1; with the Task immortal, 1.5-1.8x). Only
+ * the first Task of each such function, so that what stays alive is bounded by the functions
+ * CPython keeps alive anyway (a Task made again and again for one function, with names or
+ * options of its own, stays mortal and is freed). Only while nobody else holds the Task (its
+ * initialisation, through the constructor), and only a Task of exactly this type. The state
+ * written is CPython's own (_Py_SetImmortal: untracked by the collector, the immortal counts),
+ * with the fields of object.h. */
+static void immortal_if_first(TaskObject *self) {
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
+    PyObject *o = (PyObject *)self;
+    if (!Py_IS_TYPE(o, &TG_TaskType) || !PyFunction_Check(self->fn)) return;
+    if (((PyCodeObject *)PyFunction_GET_CODE(self->fn))->co_flags & CO_NESTED) return;
+    /* Relaxed loads: ours is a reference; any other thread's would show in the shared field. */
+    if (!_Py_IsOwnedByCurrentThread(o) || _Py_atomic_load_uint32_relaxed(&o->ob_ref_local) != 1 ||
+        _Py_atomic_load_ssize_relaxed(&o->ob_ref_shared) != 0)
+        return;
+    PyObject *first = NULL;
+    int had = PyDict_SetDefaultRef(TG.first_tasks, self->fn, o, &first);
+    Py_XDECREF(first);
+    if (had != 0) { /* another Task was first (1), or no memory for the entry (-1): mortal */
+        if (had < 0) PyErr_Clear();
+        return;
+    }
+    /* The dict's reference to us is left as it is: an immortal object's counts are not kept.
+     * Relaxed atomic stores: another thread making a Task of the same function at this moment
+     * may be taking a reference to us from the dict (its count, then dropped, is lost or
+     * ignored either way once we are immortal). */
+    PyObject_GC_UnTrack(o);
+    _Py_atomic_store_uintptr_relaxed(&o->ob_tid, _Py_UNOWNED_TID);
+    _Py_atomic_store_uint32_relaxed(&o->ob_ref_local, _Py_IMMORTAL_REFCNT_LOCAL);
+    _Py_atomic_store_ssize_relaxed(&o->ob_ref_shared, 0);
+#else
+    (void)self;
+#endif
+}
+
 /* __init__: once. A Task is immutable (its nodes and calls in progress read fn, name and retry
  * without a reference of their own), so a second __init__ raises TypeError, and two threads
  * initialising the same blank Task cannot both do it. */
@@ -157,6 +199,7 @@ static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     int r = task_init_once(self, args, kw);
+    if (r == 0) immortal_if_first(self);
     /* Release: pairs with the acquire in task_ready (fn, name, retry are published). A failed
      * initialisation leaves the Task blank (it may be initialised again). */
     atomic_store_explicit(&self->ready, r == 0 ? TG_TASK_READY : TG_TASK_BLANK, memory_order_release);
