@@ -51,11 +51,7 @@ struct tg_pool {
 static inline void stat_inc(tg_worker *me, tg_stat k) { tg_count(&me->stats[k]); }
 
 /* The owner found its own deque empty: every gate learnt on its work so far is void. */
-static inline void note_dry(tg_worker *me) {
-    /* Relaxed load and store, not an RMW: only the owner writes (as tg_count). */
-    atomic_store_explicit(&me->dries, atomic_load_explicit(&me->dries, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
+static inline void note_dry(tg_worker *me) { tg_count(&me->dries); }
 
 /* Worker v's dry count (relaxed: a hint for the thieves, paired with nothing). */
 static inline int64_t dries_of(tg_worker *v) {

@@ -5,6 +5,18 @@
 
 #include <Python.h>
 
+#ifdef Py_GIL_DISABLED
+/* CPython's internal _PyObject_IsUniquelyReferenced, with the fields of object.h: whether the
+ * caller's reference to ob is its only one (owned by this thread, local count 1, nothing in
+ * the shared count, its flags included), so that no other thread can reach ob or start to.
+ * Relaxed loads: the local count is the caller's alone to change; any other thread's
+ * reference shows in the shared count. */
+static inline int tg_only_reference(PyObject *ob) {
+    return _Py_IsOwnedByCurrentThread(ob) && _Py_atomic_load_uint32_relaxed(&ob->ob_ref_local) == 1 &&
+           _Py_atomic_load_ssize_relaxed(&ob->ob_ref_shared) == 0;
+}
+#endif
+
 #if PY_VERSION_HEX < 0x030C0000
 static inline PyObject *PyErr_GetRaisedException(void) {
     PyObject *t, *v, *tb;

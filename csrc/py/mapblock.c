@@ -79,10 +79,7 @@ static inline void count_as_shared(PyObject *r) {
 static inline void hand_over(PyObject *r, uintptr_t to) {
 #if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030D0000
     if (_Py_IsImmortal(r) || !_Py_IsOwnedByCurrentThread(r) || to == _Py_ThreadId()) return;
-    /* Relaxed loads: ours is a reference, so the local count is ours alone to change; any
-     * other thread's reference would show in the shared field (its flags included). */
-    if (to != 0 && !PyType_IS_GC(Py_TYPE(r)) && _Py_atomic_load_uint32_relaxed(&r->ob_ref_local) == 1 &&
-        _Py_atomic_load_ssize_relaxed(&r->ob_ref_shared) == 0) {
+    if (to != 0 && !PyType_IS_GC(Py_TYPE(r)) && tg_only_reference(r)) {
         /* Relaxed store: published to the caller with the list (the finish's release, the
          * join's acquire), as the result itself is. */
         _Py_atomic_store_uintptr_relaxed(&r->ob_tid, to);

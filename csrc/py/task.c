@@ -160,10 +160,7 @@ static void immortal_if_first(TaskObject *self) {
     PyObject *o = (PyObject *)self;
     if (!Py_IS_TYPE(o, &TG_TaskType) || !PyFunction_Check(self->fn)) return;
     if (((PyCodeObject *)PyFunction_GET_CODE(self->fn))->co_flags & CO_NESTED) return;
-    /* Relaxed loads: ours is a reference; any other thread's would show in the shared field. */
-    if (!_Py_IsOwnedByCurrentThread(o) || _Py_atomic_load_uint32_relaxed(&o->ob_ref_local) != 1 ||
-        _Py_atomic_load_ssize_relaxed(&o->ob_ref_shared) != 0)
-        return;
+    if (!tg_only_reference(o)) return;
     PyObject *first = NULL;
     int had = PyDict_SetDefaultRef(TG.first_tasks, self->fn, o, &first);
     Py_XDECREF(first);
