@@ -13,7 +13,10 @@ on an idle machine (other programs under 10%).
 
   1. trivial task, spawned (children of one task) and lazy (a flat DAG computed from
      outside), per task, against ThreadPoolExecutor(2) submit + result;
-  2. c1 = T1 / T_serial: fib(20) spawning a task at every level, on 1 worker;
+  2. c1 = T1 / T_serial: fib(20) spawning a task at every level, on 1 worker; beside it, in
+     the same rounds, the c1 of the bare floor (benchmarks/floor.c: spawn and result() with no
+     scheduler, what CPython alone costs), and both again on fib in the shape of the project's
+     first measurement of that floor (one argument, leaves return n: c1 = 2.3 then);
   3. fib(28) with a cutoff at 16 on 2 workers: speed-up over plain recursive fib(28);
   4. 1,000,000 lazy trivial tasks built and computed from the main thread, end to end;
   5. a 64 x 64 stencil DAG with trivial bodies (3 edges per task), 1 worker:
@@ -39,6 +42,7 @@ import time
 import taskgraph as tg
 from _common import (Machine, alternate, is_idle, load_text, spread_text, summary,  # noqa: F401
                      timed, verdict)  # (cutoff.py imports alternate from here)
+from _floor import load_floor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,6 +58,39 @@ def fib(n, cutoff=1):
     a = fib(n - 1, cutoff)
     b = fib(n - 2, cutoff)
     return a.result() + b.result()
+
+
+# The same fib with no scheduler at all: benchmarks/floor.c's spawn() and result() (the bare
+# floor of c1, which any implementation of this API pays in CPython alone); `spawn` is bound in
+# main() when the floor extension could be built.
+def fib_floor(n, cutoff=1):
+    if n <= cutoff:
+        return fib_serial(n)
+    a = spawn(fib_floor, n - 1, cutoff)
+    b = spawn(fib_floor, n - 2, cutoff)
+    return a.result() + b.result()
+
+
+# fib in the shape of the project's first measurement of the floor (c1 = 2.3, December 2026):
+# one argument, and leaves return n with no further call.
+@tg.task(name="fib_leaf")
+def fib_leaf(n):
+    if n < 2:
+        return n
+    a = fib_leaf(n - 1)
+    b = fib_leaf(n - 2)
+    return a.result() + b.result()
+
+
+def fib_leaf_floor(n):
+    if n < 2:
+        return n
+    a = spawn(fib_leaf_floor, n - 1)
+    b = spawn(fib_leaf_floor, n - 2)
+    return a.result() + b.result()
+
+
+spawn = None
 
 
 @tg.task(name="trivial")
@@ -165,14 +202,34 @@ def main(argv=None):
                [max(a / b, c / d) * 100 - 100 for a, b, c, d in zip(t_sp_tr, t_sp, t_lz_tr, t_lz)],
                "% extra", 15, "lower", load=load)
 
-    # 2: c1
+    # 2: c1, beside the bare floor (benchmarks/floor.c) on the same fib, and both again on
+    # fib in the shape of the first floor measurement (leaves return n)
     if on("c1"):
+        global spawn
+        floor = load_floor()
+        spawn = floor.spawn if floor else None
         with tg.Scheduler(workers=1) as s1:
             s1.compute(fib(16))
-            (t_ser, t_1), load = rounds([lambda: fib_serial(20), lambda: s1.compute(fib(20))], reps * 2)
+            fns = [lambda: fib_serial(20), lambda: s1.compute(fib(20)), lambda: s1.compute(fib_leaf(20))]
+            if floor:
+                assert spawn(fib_floor, 20).result() == spawn(fib_leaf_floor, 20).result() == 6765
+                fns += [lambda: spawn(fib_floor, 20).result(), lambda: spawn(fib_leaf_floor, 20).result()]
+            ts, load = rounds(fns, reps * 2)
+        t_ser, t_1, t_leaf = ts[:3]
+        per_round = lambda t: summary([b / a for a, b in zip(t_ser, t)])  # noqa: E731
+        extra = {"leaf_shape_c1": per_round(t_leaf)}
+        if floor:
+            t_fl, t_fl_leaf = ts[3:]
+            extra.update(floor_c1=per_round(t_fl), leaf_shape_floor_c1=per_round(t_fl_leaf),
+                         ns_over_floor=summary([(b - a) / 21891 * 1e9 for a, b in zip(t_fl, t_1)]))
         figure(res, "c1", "c1 = T1 / T_serial, fib(20) spawning at every level, 1 worker",
                [b / a for a, b in zip(t_ser, t_1)], "", 2.5, "lower", floor=3, load=load,
-               tasks=21891, ns_per_task=statistics.median(t_1) / 21891 * 1e9)
+               tasks=21891, ns_per_task=statistics.median(t_1) / 21891 * 1e9, **extra)
+        print(f"    the same, leaves returning n (the first floor measurement's fib): {spread_text(extra['leaf_shape_c1'])}")
+        if floor:
+            print(f"    the bare floor (benchmarks/floor.c, no scheduler): c1 {spread_text(extra['floor_c1'])}; "
+                  f"leaves returning n {spread_text(extra['leaf_shape_floor_c1'])}; taskgraph's own "
+                  f"cost above it {spread_text(extra['ns_over_floor'], fmt='{:.0f}', unit=' ns')} per task")
 
     # 3: fib(28) cutoff 16 on 2 workers
     if on("fib_cutoff"):

@@ -170,7 +170,10 @@ def headline(doc, pt):
     if "c1" in figs:  # alternating runs: steadier than the suite's separate medians
         c = figs["c1"]
         h.append(f"- fib spawning a task at every level, 1 worker: c1 = T1 / T_serial = "
-                 f"**{c['value']:.1f}** ({c['ns_per_task'] / 1e3:.2f} us per task).")
+                 f"**{c['value']:.1f}** ({c['ns_per_task'] / 1e3:.2f} us per task)" +
+                 (f"; the bare floor of this API with no scheduler (benchmarks/floor.c) has c1 = "
+                  f"{c['floor_c1']['median']:.1f} on the same fib, and taskgraph adds "
+                  f"{c['ns_over_floor']['median']:.0f} ns per task to it." if "floor_c1" in c else "."))
     if "stencil" in figs:
         h.append(f"- stencil DAG (64x64, trivial bodies), 1 worker: **{figs['stencil']['value']:.2f} "
                  "us** per task including its 3 edges.")
