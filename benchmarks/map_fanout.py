@@ -14,7 +14,9 @@
      numpy is installed: figures, not targets); beside them ThreadPoolExecutor.map, joblib
      (threading backend) and dask.bag.map where installed (on fewer items when they would
      take minutes: their figure is per item);
-  4. tg.map over items of ~20 us on 2 workers: speed-up over the serial loop (target >= 1.8).
+  4. tg.map over items of ~20 us on 2 workers: speed-up over the serial loop (target >= 1.8),
+     beside 2 plain threads that take chunks of the same items from a shared counter (the
+     ceiling a balanced map reaches on these two CPUs, with no scheduler).
 
 Every figure is a list of per-run values from R >= 5 alternated rounds (benchmarks/_common.py),
 printed as median [min-max, spread] with the machine's idle share and the share other programs
@@ -31,6 +33,7 @@ import concurrent.futures as cf
 import importlib.util
 import os
 import statistics
+import threading
 import time
 
 import taskgraph as tg
@@ -286,17 +289,50 @@ def map_trivial(s2, tpe, n, runs, peer_cap):
     return res
 
 
+def threads_dynamic(fn, xs, nthreads=2, chunk=8):
+    """[fn(x) for x in xs] on nthreads plain threads, each taking the next `chunk` items from a
+    shared counter until none are left: the ceiling of a balanced map on these CPUs, with no
+    scheduler (a chunk of ~20 us items is ~160 us; the lock is taken once per chunk)."""
+    out = [None] * len(xs)
+    lock = threading.Lock()
+    nxt = [0]
+
+    def run():
+        while True:
+            with lock:
+                lo = nxt[0]
+                nxt[0] = lo + chunk
+            if lo >= len(xs):
+                return
+            for i in range(lo, min(lo + chunk, len(xs))):
+                out[i] = fn(xs[i])
+
+    ths = [threading.Thread(target=run) for _ in range(nthreads)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    return out
+
+
 def map_20us(s2, tpe, k, n, runs, peer_cap):
     xs = [k] * n
+    assert threads_dynamic(busy, xs[:100]) == [busy(x) for x in xs[:100]]
     load = Machine()
     with tg.use_scheduler(s2):
-        ts, tm = alternate([lambda: [busy(x) for x in xs], lambda: tg.map(busy, xs)], runs)
+        ts, tm, tt = alternate([lambda: [busy(x) for x in xs], lambda: tg.map(busy, xs),
+                                lambda: threads_dynamic(busy, xs)], runs)
     load = load.stop()
     sp = [a / b for a, b in zip(ts, tm)]
     res = {"items": n, "busy_units": k, "serial": summary(ts), "tg.map": summary(tm),
            "speedup_2w": summary(sp), "speedup_2w_judged": judged(sp, 1.8, "higher", load=load),
-           "load": load, "speedup_2w_cpu_critical": map_critical_cpu(s2, busy, lambda: xs, runs)}
+           "load": load, "speedup_2w_cpu_critical": map_critical_cpu(s2, busy, lambda: xs, runs),
+           "threads_dynamic": summary(tt), "speedup_threads_dynamic": summary([a / b for a, b in zip(ts, tt)]),
+           "map_over_threads_speed": summary([b / a for a, b in zip(tm, tt)])}
     report(f"tg.map over {n:,} items of ~20 us, speed-up over the serial loop", res, "speedup_2w", "x")
+    print(f"    2 plain threads taking 8 items at a time from a shared counter (no scheduler: the "
+          f"ceiling on these CPUs): speed-up {spread_text(res['speedup_threads_dynamic'], unit='x')}; "
+          f"tg.map's speed over theirs, per round: {spread_text(res['map_over_threads_speed'])}", flush=True)
     for name, (f, m) in peers_map(busy, xs, tpe, peer_cap).items():
         r = summary(alternate([f], max(3, runs // 2))[0])
         r["items"] = m
