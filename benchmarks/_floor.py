@@ -34,8 +34,9 @@ def load_floor():
         os.makedirs(out_dir, exist_ok=True)
         ldshared = shlex.split(sysconfig.get_config_var("LDSHARED") or "cc -shared")
         ccshared = shlex.split(sysconfig.get_config_var("CCSHARED") or "-fPIC")
+        tmp = f"{target}.{os.getpid()}.tmp"  # a build running beside us writes its own file
         cmd = ldshared + ccshared + ["-O2", "-std=gnu11", "-I", sysconfig.get_paths()["include"],
-                                     SOURCE, "-o", target + ".tmp"]
+                                     SOURCE, "-o", tmp]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except OSError as e:
@@ -44,7 +45,7 @@ def load_floor():
         if r.returncode != 0:
             print(f"  (the floor extension was not built: {' '.join(cmd)}: {r.stderr.strip()[:500]})")
             return None
-        os.replace(target + ".tmp", target)
+        os.replace(tmp, target)
     spec = importlib.util.spec_from_file_location("floor", target)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
