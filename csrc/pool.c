@@ -79,6 +79,13 @@ void tg_pool_stats(tg_pool *p, int w, int64_t *out) {
         out[k] = atomic_load_explicit(&p->w[w].stats[k], memory_order_relaxed); /* see stat_inc */
 }
 
+uint64_t tg_pool_progress(tg_pool *p, int w) {
+    int64_t top, bottom, pushes;
+    tg_deque_look(p->w[w].dq, &top, &bottom, &pushes);
+    /* Relaxed: w's own counter (see stat_inc); top as tg_deque_look reads it, a hint. */
+    return (uint64_t)atomic_load_explicit(&p->w[w].stats[TG_STAT_RUN], memory_order_relaxed) + (uint64_t)top;
+}
+
 int tg_pool_sleeping(tg_pool *p) { return tg_sleep_sleeping(&p->sl); }
 
 int tg_pool_is_shutdown(const tg_pool *p) {

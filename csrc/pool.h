@@ -121,6 +121,12 @@ tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ct
 int tg_pool_drain(tg_pool *p, tg_task **out);
 /* Copies worker w's counters into out[0..TG_NSTATS-1]. Any thread. */
 void tg_pool_stats(tg_pool *p, int w, int64_t *out);
+/* A number that moves whenever a task leaves worker w's deque (w takes one: its count of tasks
+ * handed to it; another worker steals one: the deque's top) and stands still while w only
+ * pushes. A task on w's deque finishes only after leaving it, so while the number stands
+ * still none of them can have finished. Worker w's thread only; a hint (relaxed: a steal made
+ * a moment ago may show only at the next call). */
+uint64_t tg_pool_progress(tg_pool *p, int w);
 /* Approximate number of queued tasks (all deques and the injector). */
 int64_t tg_pool_queued(tg_pool *p);
 

@@ -1,9 +1,11 @@
 """Joins and spawns inside a running task (csrc/py/join.c): chains of joins as deep as plain
 recursion, deeper ones refused with RecursionError, errors and internal failures at any depth,
 and joins of nodes owned by another scheduler."""
+import gc
 import sys
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -247,6 +249,44 @@ def test_a_sync_cut_short_by_close_still_holds_the_compute_until_its_children_en
 
 
 # ---------------------------------------------------------------------- pruning the children
+class _Kept:
+    alive = weakref.WeakSet()
+
+    def __init__(self):
+        _Kept.alive.add(self)
+
+
+@tg.task
+def _kept():
+    return _Kept()
+
+
+@tg.task
+def _spawn_and_wait(n):
+    """Spawns n children one at a time and waits for each without reading it (tg.wait), so
+    only the pruning of the list of children can let go of them before the sync; the most
+    results alive at once."""
+    peak = 0
+    for _ in range(n):
+        tg.wait([_kept()])
+        peak = max(peak, len(_Kept.alive))
+    return peak
+
+
+@pytest.mark.thread_unsafe(reason="counts the results alive in the whole process")
+def test_children_finished_on_the_spawning_worker_are_pruned_at_the_next_prune():
+    # The walk at 64, 128, 256, 512 children takes the finished ones off the list. It is
+    # skipped only while no task has left the worker's deque since the last walk (none of the
+    # children can have finished then): here each child ran on the spawner's own worker in
+    # between, so every walk happens, and at most 511 of the 1,000 results are ever alive
+    # (1,000 if the walks were skipped).
+    with tg.Scheduler(workers=1) as s:
+        peak = s.compute(_spawn_and_wait(1000))
+    assert peak <= 512, peak
+    gc.collect()
+    assert len(_Kept.alive) == 0
+
+
 def test_a_finalizer_run_by_the_pruning_of_children_cannot_free_what_the_prune_walks():
     # Review 2: the 64th spawn prunes the finished children; dropping one ran a finalizer with
     # the parent's task current and a pointer into the list held, the finalizer spawned into

@@ -19,7 +19,7 @@ int tg_spawn(Runner *W, NodeObject *n) {
     tg_node_set_parent(n, parent);
     atomic_store_explicit(&n->owner, W->engine, memory_order_relaxed); /* see noderec.h */
     /* Also the reference that keeps it alive in flight: it is covered. */
-    NodeObject *pruned = tg_add_kid(parent, n);
+    NodeObject *pruned = tg_add_kid(parent, n, W->pool, W->index); /* pushed below */
     tg_push r;
     if (tg_fault(TG_FAULT_SPAWN)) { /* as if the deque could not grow */
         tg_task_claim_child(&n->t, prun);

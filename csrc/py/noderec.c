@@ -210,15 +210,25 @@ int tg_node_cancel_requested(NodeObject *n) {
 
 /* ---------------------------------------------------------------- children */
 
-/* Called by tg_add_kid at powers of two from 64 children: children that no sync needs any
- * more are taken off the list: finished with a result, or finished and their outcome read,
+/* Called by tg_add_kid at powers of two from 64 children, unless none of them can have
+ * finished since the last call (below): children that no sync needs any more are taken off
+ * the list: finished with a result, or finished and their outcome read,
  * and retired by their runner (tg_kid_retired). So a task that spawns and joins many children
  * in a loop, with or without Node arguments (tg_submit links those here too), keeps a bounded
  * number alive. They are returned (linked through `sibling`, each with the list's reference),
  * not dropped here: dropping one can run Python code (a finalizer), which must not run while
  * this walk holds a pointer into the list, nor as the parent's task (the caller drops them
  * with tg_drop_kids, worker.h). */
-NodeObject *tg_prune_kids(NodeObject *parent) {
+NodeObject *tg_prune_kids(NodeObject *parent, int first, tg_pool *pool, int w) {
+    /* A child on this worker's deque finishes only after leaving it: while the worker's
+     * progress stands still, none has finished since the last walk, and the walk (a cache
+     * miss per child of a big fan-out, none of them finished) is skipped. A skipped walk only
+     * keeps finished children a little longer (a hint read relaxed: tg_pool_progress). */
+    if (!parent->kids_anywhere) {
+        uint32_t now = (uint32_t)tg_pool_progress(pool, w);
+        if (!first && now == parent->kids_progress) return NULL;
+        parent->kids_progress = now;
+    }
     NodeObject **link = &parent->kids, *pruned = NULL;
     while (*link) {
         NodeObject *k = *link;

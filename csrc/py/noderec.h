@@ -48,6 +48,12 @@ struct NodeObject {
      * (release) after its last touch of the node, past the finish; the parent drops its
      * reference only after seeing it (acquire, tg_kid_retired). */
     _Atomic uint8_t retired;
+    /* For the children's pruning (tg_prune_kids), read and written by the thread running the
+     * node's task only: kids_anywhere, 1 once a child was linked that may finish where this
+     * worker cannot see (submitted with tg_submit: one with dependencies, or a lazy node); and
+     * kids_progress, tg_pool_progress of this worker at the last walk (its low 32 bits). */
+    uint8_t kids_anywhere;
+    uint32_t kids_progress;
     PyObject *retry;         /* the task's (retries, retry_on) tuple, or NULL: no retries.
                               * Fixed from creation (strong). */
     /* Done callbacks: NULL (none added), a list (strong; changed under the node's critical
@@ -133,21 +139,25 @@ static inline int tg_surely_not_last(PyObject *o) {
 #endif
 }
 /* Takes the children no sync needs any more off parent's list and returns them (a chain
- * through `sibling`, strong references), or NULL (see tg_add_kid). */
-NodeObject *tg_prune_kids(NodeObject *parent);
+ * through `sibling`, strong references), or NULL (see tg_add_kid). parent's task runs on
+ * worker w of pool; `first`: the first walk since parent's last sync. */
+NodeObject *tg_prune_kids(NodeObject *parent, int first, tg_pool *pool, int w);
 /* Adds n (just claimed by parent's thread) to parent's children (a strong reference). At
  * powers of two from 64 children, the finished ones are taken off the list (tg_prune_kids)
  * and returned, or NULL: the caller drops them after it is done with the list (tg_drop_kids,
- * worker.h), since dropping them can run Python code. */
-static inline NodeObject *tg_add_kid(NodeObject *parent, NodeObject *n) {
+ * worker.h), since dropping them can run Python code. parent's task runs on worker w of
+ * pool, and n was pushed onto that worker's deque; pool is NULL for a child that may finish
+ * anywhere (tg_submit's). */
+static inline NodeObject *tg_add_kid(NodeObject *parent, NodeObject *n, tg_pool *pool, int w) {
     n->sibling = parent->kids;
     parent->kids = (NodeObject *)Py_NewRef((PyObject *)n);
+    if (!pool) parent->kids_anywhere = 1;
     /* Pruned when the count of children added since the last sync reaches a power of two
      * from 64: never decremented by removals, so a scan of at most c nodes comes after c/2
      * additions whatever it removed (amortised O(1) per spawn; counting the list's length
      * instead rescanned a long list after every few removals). */
     uint32_t c = ++parent->nkids;
-    return c < 64 || (c & (c - 1)) ? NULL : tg_prune_kids(parent);
+    return c < 64 || (c & (c - 1)) ? NULL : tg_prune_kids(parent, c == 64, pool, w);
 }
 /* The runner of n is done with it (see `retired`): called last, after its finish, for a
  * covered child; no-op for others. `covered` is n->t.covered read before the finish. */

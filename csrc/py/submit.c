@@ -167,7 +167,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
         atomic_store_explicit(&n->owner, run->owner, memory_order_relaxed); /* see noderec.h */
         if (parent) { /* submitted from inside a task: part of it (implicit sync) */
             tg_node_set_parent(n, parent);
-            NodeObject *gone = tg_add_kid(parent, n);
+            NodeObject *gone = tg_add_kid(parent, n, NULL, 0); /* it may finish anywhere */
             while (gone) { /* no Python code in this loop: kept for the end */
                 NodeObject *next = gone->sibling;
                 gone->sibling = pruned;

@@ -348,6 +348,44 @@ static void test_shutdown_refuses_and_drains(void) {
     printf("ok shutdown refuses injections, drains queues, returns refused successors\n");
 }
 
+/* tg_pool_progress(p, w) stands still while worker w only pushes, and moves when a task leaves
+ * w's deque, taken by w or stolen by another worker: csrc/py/noderec.c skips its walk over a
+ * task's children while it stands still (none can have finished). No worker threads: this
+ * thread plays both workers, so every step is deterministic. */
+static void test_progress_moves_when_a_task_leaves_the_deque(void) {
+    enum { N = 8 };
+    tg_pool *p = tg_pool_new(2);
+    CHECK(p, "pool");
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    run.pool = p;
+    job q[N];
+    memset(q, 0, sizeof q);
+    uint64_t before = tg_pool_progress(p, 0);
+    for (int i = 0; i < N; i++) {
+        CHECK(tg_pool_spawn(p, 0, &q[i].t, &run) == TG_PUSH_QUEUED, "spawn");
+        CHECK(tg_pool_progress(p, 0) == before, "progress moved on a push");
+    }
+    tg_task *t;
+    tg_find r = tg_pool_find(p, 1, NULL, TG_LOOK_STEAL, NULL, &t); /* worker 1 steals */
+    CHECK(r == TG_FIND_RUN && t->stolen, "worker 1 did not steal (%d)", r);
+    uint64_t stolen = tg_pool_progress(p, 0);
+    CHECK(stolen != before, "progress stood still through a steal");
+    CHECK(tg_pool_progress(p, 0) == stolen, "progress moved by itself");
+    tg_task *refused = NULL;
+    tg_pool_finish(p, 1, t, TG_DONE, &refused);
+    r = tg_pool_find(p, 0, NULL, TG_LOOK_STEAL, NULL, &t); /* worker 0 takes its own */
+    CHECK(r == TG_FIND_RUN && !t->stolen, "worker 0 did not pop (%d)", r);
+    CHECK(tg_pool_progress(p, 0) != stolen, "progress stood still through a pop");
+    tg_pool_finish(p, 0, t, TG_DONE, &refused);
+    /* What is left: drained as at the end of an engine's life. */
+    tg_pool_shutdown(p);
+    while (tg_pool_drain(p, &t)) tg_pool_finish(p, 0, t, TG_CANCELLED, &refused);
+    CHECK(refused == NULL, "refused");
+    tg_pool_free(p);
+    printf("ok progress moves when a task leaves the deque, not on a push\n");
+}
+
 /* A successor in another pool is released into that pool (and runs on its workers). */
 static void test_cross_pool_release(void) {
     tg_pool *pa = tg_pool_new(1), *pb = tg_pool_new(1);
@@ -497,9 +535,10 @@ int main(void) {
         tg_pool_free(p);
     }
     test_shutdown_refuses_and_drains();
+    test_progress_moves_when_a_task_leaves_the_deque();
     test_cross_pool_release();
     test_local_join_takes_injected();
     test_poll_join_sees_foreign_finish();
-    printf("pool: 11 passed, 0 failed\n");
+    printf("pool: 12 passed, 0 failed\n");
     return 0;
 }
