@@ -1,19 +1,22 @@
 # taskgraph: `make demo` and `make test` do all set-up themselves (see README.md).
 SHELL := /bin/bash
+# The interpreters (make setup): .venv is free-threaded 3.14t, the one users run and the one
+# every figure is judged on; .venv-313t is free-threaded 3.13t; .venv-gil the GIL build (3.11).
 VENV  := .venv
 PY    := $(VENV)/bin/python
+PY313 := .venv-313t/bin/python
 GILPY := .venv-gil/bin/python
 REPORTPY := $(shell [ -x .venv-gil/bin/python ] && echo .venv-gil/bin/python || echo .venv/bin/python)
 CC    ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc -DTG_TEST_HOOKS
 CSRCS := $(wildcard csrc/*.c)
-CTESTS := deque injector graph pool sleep steal oom contend
+CTESTS := deque injector graph pool sleep steal oom contend live spare
 # test_oom fails the core's allocations in turn: it is linked with --wrap for the allocators.
 WRAP_OOM := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
 linkflags = $$( [ $$t = oom ] && echo '$(WRAP_OOM)' )
 BUILD := build
 
-.PHONY: setup dist test test-c sanitize sanitize-thread sanitize-address test-py test-core test-parallel test-gil test-asan demo pictures bench bench-deps bench-quick clean
+.PHONY: setup dist test test-c sanitize sanitize-thread sanitize-address test-py test-py-313t test-dask test-core test-parallel test-gil test-asan demo pictures bench bench-deps bench-quick clean
 
 setup:
 	@bash tools/setup.sh
@@ -22,6 +25,8 @@ test: setup
 	@$(MAKE) --no-print-directory test-c
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory test-py
+	@$(MAKE) --no-print-directory test-py-313t
+	@$(MAKE) --no-print-directory test-dask
 	@$(MAKE) --no-print-directory test-core
 	@$(MAKE) --no-print-directory test-parallel
 	@$(MAKE) --no-print-directory test-gil
@@ -62,19 +67,35 @@ sanitize-address: | $(BUILD)
 
 # Python tests on the free-threaded interpreter (GIL off): the plain venv interpreter, no
 # flag, no PYTHON_GIL. tests/core is left out there (see test-core); the session fails if the
-# GIL was turned on during it (tests/conftest.py).
+# GIL was turned on during it (tests/conftest.py). $(call py_tests,PYTHON) runs them.
+define py_tests
+	@echo "== Python tests, free-threaded ($$($(1) -c 'import sys; print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled())'))"
+	@TASKGRAPH_REQUIRE_DASK=1 $(1) -m pytest -q -rs -p no:cacheprovider
+endef
 test-py:
-	@echo "== Python tests, free-threaded ($$($(PY) -c 'import sys; print(sys.version.split()[0], "GIL enabled:", sys._is_gil_enabled())'))"
-	@TASKGRAPH_REQUIRE_DASK=1 $(PY) -m pytest -q -rs -p no:cacheprovider
+	$(call py_tests,$(PY))
+
+# The same on free-threaded 3.13t, where make setup could make its venv.
+test-py-313t:
+	@if [ -x $(PY313) ]; then $(MAKE) --no-print-directory PY=$(PY313) test-py; \
+	else echo "== no free-threaded CPython 3.13 on this machine: 3.13t run skipped"; fi
+
+# dask's own tests (delayed, local, array core, dataframe; not those dask marks slow: about
+# 1,200, a minute or two) from the installed dask's test files, with taskgraph.dask.get as
+# the scheduler (tools/dask_suite.py), on free-threaded 3.14t, where pandas and pyarrow have
+# wheels: taskgraph.dask.get passes them wherever dask's threaded scheduler does.
+test-dask:
+	@echo "== dask's own tests with scheduler=taskgraph.dask.get ($$($(PY) -V))"
+	@$(PY) tools/dask_suite.py
 
 # The checks of the C core driven from Python (tests/core): a test-only cffi binding compiled
 # from csrc/ in cffi's API mode against the real headers, its declarations read from them
-# (tests/core/_binding.py; built once into build/cffi-core-<interpreter>/). Importing cffi
-# 1.17 turns the GIL on in 3.13t unless it is forced off, so on the free-threaded interpreter
-# they run in a session of their own with -X gil=0; then on the GIL build.
+# (tests/core/_binding.py; built once into build/cffi-core-<interpreter>/). cffi 2 supports
+# free-threaded 3.14 (and keeps the GIL off); it refuses 3.13t, where cffi 1.17 would turn the
+# GIL on, so they run on 3.14t and on the GIL build.
 test-core:
-	@echo "== C core through the test-only cffi binding, free-threaded (-X gil=0)"
-	@$(PY) -X gil=0 -m pytest -q -p no:cacheprovider tests/core
+	@echo "== C core through the test-only cffi binding, free-threaded ($$($(PY) -V))"
+	@TASKGRAPH_CORE_SESSION=1 $(PY) -m pytest -q -p no:cacheprovider tests/core
 	@if [ -x $(GILPY) ]; then \
 	  echo "== C core through the test-only cffi binding, GIL build ($$($(GILPY) -V))"; \
 	  $(GILPY) -m pytest -q -p no:cacheprovider tests/core; \
@@ -102,11 +123,13 @@ test-asan:
 	@if [ -x $(GILPY) ]; then bash tools/asan.sh .venv-gil; fi
 
 # The sdist and the wheels, as published: `python -m build` (an isolated build, setuptools
-# from the package index) from the free-threaded venv builds the sdist, then the
-# free-threaded wheel from it; pip builds the GIL build's wheel from the same sdist.
+# from the package index) from the 3.14t venv builds the sdist, then the cp314t wheel from it;
+# pip builds the cp313t wheel and the GIL build's wheel from the same sdist.
 dist: setup
 	@rm -rf dist && $(PY) -m build --outdir dist .
-	@if [ -x $(GILPY) ]; then $(GILPY) -m pip wheel -q --no-deps --wheel-dir dist dist/*.tar.gz; fi
+	@for py in $(PY313) $(GILPY); do \
+	  if [ -x $$py ]; then $$py -m pip wheel -q --no-deps --wheel-dir dist dist/*.tar.gz || exit 1; fi; \
+	done
 	@ls -l dist
 
 demo: setup
@@ -119,56 +142,48 @@ demo: setup
 pictures: setup
 	@$(PY) tools/readme_picture.py
 
+# The peers of the suite (the `bench` extra) into both free-threaded venvs; matplotlib for the
+# plots into the GIL build's.
 bench-deps: setup
-	@$(PY) -m pip install -q --disable-pip-version-check "joblib>=1.4" "dask>=2024.8" >/dev/null 2>&1 || { echo "could not install joblib/dask"; exit 1; }
+	@for py in $(PY) $(PY313); do \
+	  [ -x $$py ] || continue; \
+	  $$py -m pip install -q --disable-pip-version-check "joblib>=1.4" "dask>=2024.8" >/dev/null 2>&1 \
+	    || { echo "could not install joblib/dask into $$py"; exit 1; }; \
+	done
 	@if [ -x $(GILPY) ]; then $(GILPY) -m pip install -q --disable-pip-version-check "matplotlib>=3.7" >/dev/null 2>&1 || echo "matplotlib not installed: no plot"; fi
 
-# The benchmarks (docs/benchmarks.md): the suite against peers, the per-task targets, the
-# instruction counts (valgrind), the dask backend, then the report; the reliability and
-# memory figures (docs/reliability.md); predicted against measured speed-up and work inflation
-# (docs/benchmarks.md, docs/performance.md). Results: benchmarks/results/. The code is
-# compiled to .pyc first and run from it, as a program runs from its second run on: 3.13t
-# leaves the constants of code compiled from source at import mortal (docs/performance.md,
-# section 5), which a machine with PYTHONDONTWRITEBYTECODE set would otherwise measure.
-BYTECODE := $(PY) -m compileall -q benchmarks examples taskgraph
-bench: bench-deps
-	@mkdir -p benchmarks/results
-	@$(BYTECODE)
-	@$(PY) benchmarks/suite.py --out benchmarks/results/ft.json
-	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --gil-subset --out benchmarks/results/gil.json; fi
-	@$(PY) benchmarks/per_task.py --out benchmarks/results/per_task.json
-	@$(PY) benchmarks/instructions.py --out benchmarks/results/instructions.json || echo "no instruction counts"
-	@$(PY) benchmarks/dask_overhead.py --out benchmarks/results/dask.json
-	@$(PY) benchmarks/dask_get.py --out benchmarks/results/dask_get.json
-	@$(PY) benchmarks/reliability.py --out benchmarks/results/reliability.json
-	@$(PY) benchmarks/memory.py --out benchmarks/results/memory.json
-	@$(PY) benchmarks/map_fanout.py --out benchmarks/results/map_fanout.json
-	@$(PY) benchmarks/shapes.py --out benchmarks/results/shapes.json
-	@$(PY) benchmarks/predict.py --out benchmarks/results/predict.json
-	@$(PY) benchmarks/inflation.py --out benchmarks/results/inflation.json
-	@$(PY) benchmarks/executor.py --instructions --out benchmarks/results/executor.json
-	@$(REPORTPY) benchmarks/report.py --suite benchmarks/results/ft.json --gil benchmarks/results/gil.json \
-	  --per-task benchmarks/results/per_task.json --instructions benchmarks/results/instructions.json \
-	  --dask benchmarks/results/dask.json --map benchmarks/results/map_fanout.json \
-	  --shapes benchmarks/results/shapes.json --executor benchmarks/results/executor.json \
-	  --dask-get benchmarks/results/dask_get.json
+# The benchmarks (docs/benchmarks.md). $(call bench_run,DIR,FLAGS,REPORT-ARGS): the speed
+# benchmarks on 3.14t into DIR and on 3.13t into DIR/313t, one benchmark on both before the next
+# (benchmarks/run_speed.py; the 3.13t pass is skipped, with a message, where make setup could
+# not make .venv-313t); the suite's GIL subset on the GIL build; the reliability and memory
+# figures (docs/reliability.md) on 3.14t; then report.py writes the page's generated section,
+# the plots and DIR/latest.json. The code is compiled to .pyc first by each interpreter and run
+# from it, as a program runs from its second run on: 3.13t leaves the constants of code compiled
+# from source at import mortal (docs/performance.md, section 5), which a machine with
+# PYTHONDONTWRITEBYTECODE set would otherwise measure.
+define bench_run
+	@mkdir -p $(1)
+	@for py in $(PY) $(PY313); do \
+	  if [ -x $$py ]; then $$py -m compileall -q benchmarks examples taskgraph || exit 1; fi; \
+	done
+	@if [ -x $(PY313) ]; then $(PY) benchmarks/run_speed.py $(2) $(PY)=$(1) $(PY313)=$(1)/313t; \
+	else echo "== no .venv-313t (make setup found no free-threaded CPython 3.13): the 3.13t pass is skipped"; \
+	  $(PY) benchmarks/run_speed.py $(2) $(PY)=$(1); fi
+	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py $(2) --gil-subset --out $(1)/gil.json; fi
+	@$(PY) benchmarks/reliability.py $(2) --out $(1)/reliability.json
+	@$(PY) benchmarks/memory.py $(2) --out $(1)/memory.json
+	@$(REPORTPY) benchmarks/report.py --results $(1) $$([ -x $(PY313) ] && echo --results-313t $(1)/313t) $(3)
+endef
 
+# The full run: results in benchmarks/results/, the generated section of docs/benchmarks.md.
+bench: bench-deps
+	$(call bench_run,benchmarks/results,,)
+
+# The same with small sizes, into build/bench-quick/ (its page: build/bench-quick/benchmarks.md;
+# docs/benchmarks.md is written by the full run only).
 bench-quick: bench-deps
-	@mkdir -p build/bench-quick
-	@$(BYTECODE)
-	@$(PY) benchmarks/suite.py --quick --out build/bench-quick/ft.json
-	@if [ -x $(GILPY) ]; then $(GILPY) -W ignore benchmarks/suite.py --quick --gil-subset --out build/bench-quick/gil.json; fi
-	@$(PY) benchmarks/per_task.py --quick --out build/bench-quick/per_task.json
-	@$(PY) benchmarks/dask_overhead.py --quick --out build/bench-quick/dask.json
-	@$(PY) benchmarks/dask_get.py --quick --out build/bench-quick/dask_get.json
-	@$(PY) benchmarks/reliability.py --quick --out build/bench-quick/reliability.json
-	@$(PY) benchmarks/memory.py --quick --out build/bench-quick/memory.json
-	@$(PY) benchmarks/map_fanout.py --quick --out build/bench-quick/map_fanout.json
-	@$(PY) benchmarks/shapes.py --quick --out build/bench-quick/shapes.json
-	@$(PY) benchmarks/predict.py --quick --out build/bench-quick/predict.json
-	@$(PY) benchmarks/inflation.py --quick --out build/bench-quick/inflation.json
-	@$(PY) benchmarks/executor.py --quick --out build/bench-quick/executor.json
-	@echo "quick results in build/bench-quick/ (docs/benchmarks.md is written by the full make bench)"
+	$(call bench_run,build/bench-quick,--quick,--doc build/bench-quick/benchmarks.md)
+	@echo "quick results in build/bench-quick/, its page build/bench-quick/benchmarks.md"
 
 clean:
 	rm -rf $(BUILD) taskgraph/_core*.so taskgraph/*.o

@@ -18,8 +18,6 @@ import statistics
 import sys
 import time
 
-import taskgraph as tg
-
 # A machine counts as idle for a figure when the other programs used at most this share of its
 # CPU time while the figure was measured.
 IDLE_OTHERS_MAX = 0.10
@@ -28,6 +26,7 @@ MIN_RUNS = 5
 
 def environment(quick):
     """The facts a figure depends on, stored beside it."""
+    import taskgraph as tg  # here, so that report.py (any interpreter) can use the verdicts
     return {"python": sys.version.split()[0], "gil_enabled": tg.gil_enabled(),
             "machine": platform.machine(), "cpus": tg.usable_cpus(), "quick": quick,
             "loadavg": os.getloadavg()}
@@ -123,10 +122,11 @@ def timed(f):
     return time.perf_counter() - t0
 
 
-def alternate(fns, reps, settle=False):
+def alternate(fns, reps, settle=False, timer=timed):
     """Runs the functions in turn, reps rounds, rotating the order each round (each follows
     each other equally often, so what one leaves behind, garbage or objects for this thread
-    to free, lands on all of them alike); the list of times of each. (Not gc.collect()
+    to free, lands on all of them alike); the list of times of each, as timer(fn) gives them
+    (timer=lambda f: f() for functions that time a part of themselves). (Not gc.collect()
     between runs: on 3.13t a full collection makes the next large allocation burst trigger
     many more collections, which is not how a program runs.)
 
@@ -144,7 +144,7 @@ def alternate(fns, reps, settle=False):
             k = (j + r) % len(fns)
             if settle:
                 fns[k]()
-            out[k].append(timed(fns[k]))
+            out[k].append(timer(fns[k]))
     return out
 
 
@@ -166,13 +166,29 @@ def verdict(values, target, better, floor=None, load=None):
     is given), on an idle machine. Returns (word, details): word is "met", "missed", or
     "not judged (busy machine)" when the figure holds but the machine was not idle."""
     s = summary(values)
-    if better == "higher":
-        worst = s["min"]
-        ok = s["median"] >= target and worst >= (target if floor is None else floor)
-    else:
-        worst = s["max"]
-        ok = s["median"] <= target and worst <= (target if floor is None else floor)
+    worst = s["min"] if better == "higher" else s["max"]
+    word, det = judge(s["median"], worst, target, better, floor, load)
+    return word, {**det, "runs": s["runs"], "spread": s["spread"]}
+
+
+def judge(median, worst, target, better, floor=None, load=None):
+    """verdict() on a figure given as its median and its worst run (a figure derived from
+    two runs' summaries, such as one interpreter's speed-up over another's)."""
+    def holds(x, t):
+        return x >= t if better == "higher" else x <= t
+    ok = holds(median, target) and holds(worst, target if floor is None else floor)
     idle = load is None or is_idle(load)
     word = "met" if ok and idle else "missed" if not ok else "not judged (busy machine)"
-    return word, {"target": target, "floor": floor, "better": better, "median": s["median"],
-                  "worst": worst, "runs": s["runs"], "spread": s["spread"], "idle": idle}
+    return word, {"target": target, "floor": floor, "better": better, "median": median,
+                  "worst": worst, "idle": idle}
+
+
+def judged(values, target, better, floor=None, load=None):
+    """verdict() as one dict: {"verdict", "values", target, median, worst, ...}."""
+    word, det = verdict(values, target, better, floor=floor, load=load)
+    return {"verdict": word, "values": list(values), **det}
+
+
+def verdict_cell(word):
+    """A verdict as a table shows it: a miss in bold, a figure not judged in italics."""
+    return {"met": "met", "missed": "**missed**"}.get(word, f"*{word}*")

@@ -24,7 +24,7 @@ the end.
           before the compute through /proc/self/clear_refs and read from VmHWM after it):
           taskgraph against dask.threaded.get, 2 workers each.
 
-Targets (issue 25): flat >= 20x dask.threaded.get (2 workers) and faster than dask.get on 1
+Targets: flat >= 20x dask.threaded.get (2 workers) and faster than dask.get on 1
 worker; array small chunks >= 3x scheduler="threads", large chunks no slower; memory within
 1.2x of dask.threaded.get.
 """
@@ -50,7 +50,7 @@ import dask  # noqa: E402
 import dask.local  # noqa: E402
 import dask.threaded  # noqa: E402
 import taskgraph.dask  # noqa: E402
-from taskgraph._dask_graph import GraphBuilder  # noqa: E402
+from taskgraph.dask.graph import GraphBuilder  # noqa: E402
 
 TG = taskgraph.dask.get
 

@@ -1,5 +1,5 @@
 """The memory figures: intermediate results released during a run, bytes per lazy node, and a
-soak with no growth (docs/benchmarks.md).
+soak with no growth (docs/reliability.md).
 
     python benchmarks/memory.py [--quick] [--out FILE]
 

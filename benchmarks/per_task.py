@@ -1,4 +1,4 @@
-"""The per-task figures of the native path (docs/benchmarks.md, "Per-task targets").
+"""The per-task figures of the native path (docs/benchmarks.md: the targets, "Per-task figures").
 
     python benchmarks/per_task.py [--quick] [--out FILE]
 
@@ -15,9 +15,12 @@ on an idle machine (other programs under 10%).
      outside), per task, against ThreadPoolExecutor(2) submit + result;
   2. c1 = T1 / T_serial: fib(20) spawning a task at every level, on 1 worker; beside it, in
      the same rounds, the c1 of the bare floor (benchmarks/floor.c: spawn and result() with no
-     scheduler, what CPython alone costs), and both again on fib in the shape of the project's
-     first measurement of that floor (one argument, leaves return n: c1 = 2.3 then);
-  3. fib(28) with a cutoff at 16 on 2 workers: speed-up over plain recursive fib(28);
+     scheduler, what CPython alone costs) and taskgraph's ns per task above it, and both again
+     on fib with one argument whose leaves return n. Target: c1 <= 5; where the floor's own
+     c1 is above 4, taskgraph within 100 ns per task of the floor instead;
+  3. fib(28) with a cutoff at 16 on 2 workers: speed-up over plain recursive fib(28); in the
+     same rounds, a trace of it on 1 worker and on 2: the work inflation (Trace.inflation,
+     the tasks' own time on 2 workers over 1);
   4. 1,000,000 lazy trivial tasks built and computed from the main thread, end to end;
   5. a 64 x 64 stencil DAG with trivial bodies (3 edges per task), 1 worker:
      (T - T_serial) / tasks, the cost of a task and its edges;
@@ -25,7 +28,11 @@ on an idle machine (other programs under 10%).
   7. examples/quicksort.py, 1,000,000 values, 2 workers: speed-up over the same algorithm run
      serially (and, for comparison, the same on a list of boxed floats);
   8. 12-queens written naturally (fork-join per row, benchmarks/inflation_programs.py): 2
-     workers over 1 worker (and, not judged, the same with its constant written as a literal).
+     workers over 1 worker (and, not judged, the same with its constant written as a literal);
+  9. joining many nodes at once, 2 workers: inside a task, tg.gather(*kids) of 50,000 trivial
+     spawned children against a loop of .result() over the same children (the join alone is
+     timed); from outside, tg.compute(*nodes) of 50,000 lazy trivial nodes against
+     tg.compute(nodes) of them as one list (the call alone is timed).
 """
 from __future__ import annotations
 
@@ -43,6 +50,8 @@ import taskgraph as tg
 from _common import (Machine, alternate, is_idle, load_text, spread_text, summary,  # noqa: F401
                      timed, verdict)  # (cutoff.py imports alternate from here)
 from _floor import load_floor
+from targets import (C1, C1_FLOOR_ABOVE, C1_NS_OVER_FLOOR, COMPUTE_STAR, FIB_INFLATION, FIB_SPEEDUP,
+                     GATHER, TRACING_PCT, c1_verdict)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -71,8 +80,8 @@ def fib_floor(n, cutoff=1):
     return a.result() + b.result()
 
 
-# fib in the shape of the project's first measurement of the floor (c1 = 2.3, December 2026):
-# one argument, and leaves return n with no further call.
+# fib with one argument whose leaves return n with no further call: the floor's c1 moves with
+# the shape of the leaves, so it is measured on both.
 @tg.task(name="fib_leaf")
 def fib_leaf(n):
     if n < 2:
@@ -102,6 +111,29 @@ def trivial(i):
 def spawn_many(n):
     kids = [trivial(i) for i in range(n)]
     return sum(k.result() for k in kids)
+
+
+@tg.task(name="join_kids")
+def join_kids(n, gather):
+    """Spawns n trivial children, then joins them with one tg.gather or with a loop of
+    .result(): the join's own time (the children left on this worker's deque run in it)."""
+    kids = [trivial(i) for i in range(n)]
+    t0 = time.perf_counter()
+    values = tg.gather(*kids) if gather else [k.result() for k in kids]
+    t = time.perf_counter() - t0
+    assert values[-1] == n - 1
+    return t
+
+
+def compute_time(s, n, star):
+    """The time of one tg.compute of n lazy trivial nodes built beforehand: as arguments
+    (compute(*nodes)) or as one list (compute(nodes))."""
+    nodes = [trivial(i) for i in range(n)]
+    t0 = time.perf_counter()
+    values = tg.compute(*nodes, scheduler=s) if star else tg.compute(nodes, scheduler=s)
+    t = time.perf_counter() - t0
+    assert values[-1] == n - 1
+    return t
 
 
 @tg.task(name="cell")
@@ -145,10 +177,10 @@ def figure(results, key, label, values, unit, target, better, floor=None, load=N
           f"{word.upper() if word == 'missed' else word}; {load_text(load or {})}", flush=True)
 
 
-def rounds(fns, reps, settle=False):
-    """alternate(fns, reps, settle), with the machine's load over the whole."""
+def rounds(fns, reps, settle=False, timer=timed):
+    """alternate(fns, reps, settle, timer), with the machine's load over the whole."""
     m = Machine()
-    ts = alternate(fns, reps, settle)
+    ts = alternate(fns, reps, settle, timer)
     return ts, m.stop()
 
 
@@ -200,10 +232,10 @@ def main(argv=None):
                "x lower", 20, "higher", floor=15, load=load, us_per_task=per, tasks=n_trivial)
         figure(res, "tracing", "tracing on, trivial tasks (the larger of spawned and lazy)",
                [max(a / b, c / d) * 100 - 100 for a, b, c, d in zip(t_sp_tr, t_sp, t_lz_tr, t_lz)],
-               "% extra", 15, "lower", load=load)
+               "% extra", TRACING_PCT, "lower", load=load)
 
     # 2: c1, beside the bare floor (benchmarks/floor.c) on the same fib, and both again on
-    # fib in the shape of the first floor measurement (leaves return n)
+    # fib with leaves returning n
     if on("c1"):
         global spawn
         floor = load_floor()
@@ -220,26 +252,47 @@ def main(argv=None):
         extra = {"leaf_shape_c1": per_round(t_leaf)}
         if floor:
             t_fl, t_fl_leaf = ts[3:]
+            over = [(b - a) / 21891 * 1e9 for a, b in zip(t_fl, t_1)]
             extra.update(floor_c1=per_round(t_fl), leaf_shape_floor_c1=per_round(t_fl_leaf),
-                         ns_over_floor=summary([(b - a) / 21891 * 1e9 for a, b in zip(t_fl, t_1)]))
+                         ns_over_floor=summary(over), ns_over_floor_values=over)
         figure(res, "c1", "c1 = T1 / T_serial, fib(20) spawning at every level, 1 worker",
-               [b / a for a, b in zip(t_ser, t_1)], "", 2.5, "lower", floor=3, load=load,
+               [b / a for a, b in zip(t_ser, t_1)], "", C1, "lower", load=load,
                tasks=21891, ns_per_task=statistics.median(t_1) / 21891 * 1e9, **extra)
-        print(f"    the same, leaves returning n (the first floor measurement's fib): {spread_text(extra['leaf_shape_c1'])}")
+        word, rule = c1_verdict(res[-1]["values"], extra.get("ns_over_floor_values"),
+                                extra["floor_c1"]["median"] if floor else None, load)
+        res[-1].update(verdict=word, met=word == "met", rule=rule)
+        if rule == "ns_over_floor":
+            print(f"    the floor's own c1 is above {C1_FLOOR_ABOVE}: judged by the ns per task above "
+                  f"it (<= {C1_NS_OVER_FLOOR}): {word}", flush=True)
+        print(f"    the same, leaves returning n: {spread_text(extra['leaf_shape_c1'])}")
         if floor:
             print(f"    the bare floor (benchmarks/floor.c, no scheduler): c1 {spread_text(extra['floor_c1'])}; "
                   f"leaves returning n {spread_text(extra['leaf_shape_floor_c1'])}; taskgraph's own "
                   f"cost above it {spread_text(extra['ns_over_floor'], fmt='{:.0f}', unit=' ns')} per task")
 
-    # 3: fib(28) cutoff 16 on 2 workers
-    if on("fib_cutoff"):
+    # 3: fib(28) cutoff 16 on 2 workers, and its work inflation (traces on 1 and on 2 workers)
+    if on("fib_cutoff", "fib_inflation"):
         n = 25 if q else 28
-        with tg.Scheduler(workers=2) as s2:
-            s2.compute(fib(20, 16))
-            (t_ser, t_par), load = rounds([lambda: fib_serial(n), lambda: s2.compute(fib(n, 16))], reps)
+        traces = {1: [], 2: []}
+
+        def traced(s, w):
+            def run():
+                with tg.trace() as tr:
+                    s.compute(fib(n, 16))
+                traces[w].append(tr)
+            return run
+
+        with tg.Scheduler(workers=1) as s1, tg.Scheduler(workers=2) as s2:
+            s1.compute(fib(20, 16)), s2.compute(fib(20, 16))
+            (t_ser, t_par, _, _), load = rounds([lambda: fib_serial(n), lambda: s2.compute(fib(n, 16)),
+                                                 traced(s1, 1), traced(s2, 2)], reps)
         figure(res, "fib_cutoff", f"fib({n}) cutoff 16, 2 workers, speed-up over serial",
-               [a / b for a, b in zip(t_ser, t_par)], "x", 1.9, "higher", floor=1.8, load=load,
+               [a / b for a, b in zip(t_ser, t_par)], "x", FIB_SPEEDUP, "higher", load=load,
                serial=summary(t_ser), taskgraph=summary(t_par))
+        figure(res, "fib_inflation", f"work inflation of fib({n}) cutoff 16: own time on 2 workers "
+               "over 1 (Trace.inflation)", [b.inflation(a) for a, b in zip(traces[1], traces[2])], "",
+               FIB_INFLATION, "lower", load=load, work_1w_ms=summary([t.work / 1e6 for t in traces[1]]),
+               work_2w_ms=summary([t.work / 1e6 for t in traces[2]]))
 
     # 4: 1,000,000 lazy trivial tasks, built and computed end to end
     if on("lazy_million"):
@@ -304,6 +357,26 @@ def main(argv=None):
                one_worker=summary(t1), two_workers=summary(t2), serial=summary(t_ser),
                speedup_over_serial=statistics.median(t_ser) / statistics.median(t2),
                literal_full=summary([a / b for a, b in zip(l1, l2)]))
+
+    # 9: joining many nodes at once: gather against a loop of .result(), compute(*nodes)
+    # against compute(nodes)
+    if on("gather", "compute_star"):
+        n = 50_000
+        with tg.Scheduler(workers=2) as s2:
+            s2.compute(join_kids(n, True)), s2.compute(join_kids(n, False))  # warm up
+            (t_g, t_loop), load = rounds([lambda: s2.compute(join_kids(n, True)),
+                                          lambda: s2.compute(join_kids(n, False))], reps,
+                                         timer=lambda f: f())
+            figure(res, "gather", f"inside a task, tg.gather(*kids) of {n:,} trivial children over "
+                   "a loop of .result() on them, 2 workers", [a / b for a, b in zip(t_g, t_loop)],
+                   "x", GATHER, "lower", load=load, gather=summary(t_g), loop=summary(t_loop))
+            compute_time(s2, n, True), compute_time(s2, n, False)
+            (t_star, t_list), load = rounds([lambda: compute_time(s2, n, True),
+                                             lambda: compute_time(s2, n, False)], reps,
+                                            timer=lambda f: f())
+            figure(res, "compute_star", f"tg.compute(*nodes) of {n:,} lazy trivial nodes over "
+                   "tg.compute(nodes), 2 workers", [a / b for a, b in zip(t_star, t_list)], "x", COMPUTE_STAR,
+                   "lower", load=load, star=summary(t_star), list=summary(t_list))
 
     env = {"python": sys.version.split()[0], "gil_enabled": tg.gil_enabled(),
            "machine": platform.machine(), "cpus": tg.usable_cpus(), "quick": q,

@@ -1,24 +1,25 @@
-"""Predicted against measured speed-up (docs/benchmarks.md, "Predicted speed-up").
+"""Predicted against measured speed-up (docs/benchmarks.md, "Predicted against measured speed-up").
 
 For fork-join fib, the quicksort of examples/quicksort.py and a heat-equation stencil built as a
-lazy graph: a trace on 1 worker predicts the speed-up on 2 (Trace.predict: lower bound,
-simulated work stealing, upper bound), which is compared with the measured one (median wall
-time on 1 worker / on 2, alternating runs). The prediction from the 2-worker trace (its steal
-costs measured) and the 64-worker prediction are printed too. The simulated figure should be
-within 10% of the measured speed-up when the tasks do not slow each other down (work inflation
-1.0); the inflation of each program is printed beside it, since the simulation cannot know it.
+lazy graph, R >= 5 alternated rounds (benchmarks/_common.py), each running the program on 1
+worker, on 2, and traced on each. Per round: the measured 2-worker speed-up (1-worker time over
+2-worker time), the speed-up Trace.predict simulates from that round's 1-worker trace (and from
+its 2-worker trace), their difference, and the work inflation (Trace.inflation: the 2-worker
+trace's own time over the 1-worker one's), which the simulation cannot know. The 64-worker
+prediction is printed too. Target, on fib: the simulated speed-up within 10% of the measured
+one, in the median and the worst round.
 
     python benchmarks/predict.py [--quick] [--out FILE]
 """
 import argparse
-import statistics
 import sys
 import time
 from array import array
 
 import taskgraph as tg
-from _common import write_results
+from _common import Machine, alternate, judged, load_text, spread_text, summary, write_results
 from per_task import fib, load_example
+from targets import PREDICT_PCT, PREDICT_PROGRAM
 
 qs = load_example("quicksort.py")
 
@@ -50,29 +51,72 @@ def heat_graph(chunks=8, size=600, rounds=6, steps=2):
 
 
 PROGRAMS = {
-    "fib(27), cutoff 15": lambda: fib(27, 15),
+    PREDICT_PROGRAM: lambda: fib(27, 15),
     "quicksort 300,000 doubles, cutoff 10,000":
         lambda: qs.quicksort(qs.make_input(300_000, 1), 10_000),
     "heat stencil 8 chunks x 6 rounds (lazy DAG)": heat_graph,
 }
 
 
-def timed(s, make):
+
+def compute_time(s, make):
+    """The time of s.compute of the graph make() builds (built beforehand)."""
     nodes = make()
     t0 = time.perf_counter()
     s.compute(nodes)
     return time.perf_counter() - t0
 
 
-def best_trace(s, make, runs=2):
-    best = None
-    for _ in range(runs):
+def traced(s, make, traces):
+    def run():
         nodes = make()
         with tg.trace() as tr:
             s.compute(nodes)
-        if best is None or tr.work < best.work:
-            best = tr
-    return best
+        traces.append(tr)
+        return 0.0
+    return run
+
+
+def program_rounds(name, make, s1, s2, reps):
+    """reps alternated rounds of the program on 1 and 2 workers, untraced and traced."""
+    compute_time(s1, make), compute_time(s2, make)  # warm up
+    tr1, tr2 = [], []
+    m = Machine()
+    t1s, t2s, _, _ = alternate([lambda: compute_time(s1, make), lambda: compute_time(s2, make),
+                                traced(s1, make, tr1), traced(s2, make, tr2)], reps,
+                               timer=lambda f: f())
+    load = m.stop()
+    measured = [a / b for a, b in zip(t1s, t2s)]
+    p1 = [t.predict((2, 64)) for t in tr1]
+    sim1 = [p[0].simulated for p in p1]
+    sim2 = [t.predict((2,))[0].simulated for t in tr2]
+    err = [(p / m_ - 1) * 100 for p, m_ in zip(sim1, measured)]
+    row = {"program": name, "tasks": len(tr1[0]), "load": load,
+           "measured": summary(measured), "t1_s": summary(t1s), "t2_s": summary(t2s),
+           "simulated_from_1w": summary(sim1), "simulated_from_2w": summary(sim2),
+           "error_1w_pct": summary(err),
+           "lower_from_1w": summary([p[0].lower for p in p1]),
+           "upper_from_1w": summary([p[0].upper for p in p1]),
+           "inflation": summary([b.inflation(a) for a, b in zip(tr1, tr2)]),
+           "parallelism": summary([t.parallelism for t in tr1]),
+           "p64_from_1w": {k: summary([getattr(p[1], k) for p in p1])
+                           for k in ("lower", "simulated", "upper")}}
+    if name == PREDICT_PROGRAM:
+        row["abs_error_judged"] = judged([abs(e) for e in err], PREDICT_PCT, "lower", load=load)
+    r = row
+    print(f"  {name}: {r['tasks']} tasks, parallelism {r['parallelism']['median']:.1f}, inflation "
+          f"{spread_text(r['inflation'])}\n"
+          f"    measured 2-worker speed-up {spread_text(r['measured'])}; simulated from the "
+          f"1-worker trace {spread_text(r['simulated_from_1w'])} (lower "
+          f"{r['lower_from_1w']['median']:.2f}, upper {r['upper_from_1w']['median']:.2f}), from "
+          f"the 2-worker trace {r['simulated_from_2w']['median']:.2f}; simulated over measured "
+          f"{spread_text(r['error_1w_pct'], fmt='{:+.0f}', unit='%')}"
+          + (f"; target within {PREDICT_PCT}%: {r['abs_error_judged']['verdict']}"
+             if "abs_error_judged" in r else "") + f"; {load_text(load)}\n"
+          f"    64 workers: {r['p64_from_1w']['lower']['median']:.1f} / "
+          f"{r['p64_from_1w']['simulated']['median']:.1f} / {r['p64_from_1w']['upper']['median']:.1f}",
+          flush=True)
+    return row
 
 
 def main(argv=None):
@@ -80,47 +124,12 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default="benchmarks/results/predict.json")
     a = p.parse_args(argv)
-    reps = 3 if a.quick else 5
+    reps = 5 if a.quick else 9
     print(f"Predicted against measured speed-up, {sys.version.split()[0]}, GIL enabled: "
-          f"{tg.gil_enabled()}")
-    rows = []
+          f"{tg.gil_enabled()}, {reps} alternated rounds")
     with tg.Scheduler(workers=1) as s1, tg.Scheduler(workers=2) as s2:
-        for name, make in PROGRAMS.items():
-            timed(s1, make)
-            timed(s2, make)
-            t1s, t2s = [], []
-            for r in range(reps):
-                for s, out in ((s1, t1s), (s2, t2s))[::1 if r % 2 else -1]:
-                    out.append(timed(s, make))
-            measured = statistics.median(t1s) / statistics.median(t2s)
-            tr1, tr2 = best_trace(s1, make), best_trace(s2, make)
-            p1 = tr1.predict((2, 64))
-            p2 = tr2.predict((2, 64))
-            row = {"program": name, "tasks": len(tr1), "measured": measured,
-                   "t1_s": statistics.median(t1s), "t2_s": statistics.median(t2s),
-                   "inflation": tr2.inflation(tr1), "parallelism": tr1.parallelism,
-                   "from_1w": {"lower": p1[0].lower, "simulated": p1[0].simulated,
-                               "upper": p1[0].upper},
-                   "from_2w": {"lower": p2[0].lower, "simulated": p2[0].simulated,
-                               "upper": p2[0].upper},
-                   "p64_from_1w": p1[1]._asdict(), "p64_from_2w": p2[1]._asdict()}
-            row["error_1w"] = row["from_1w"]["simulated"] / measured - 1
-            row["error_2w"] = row["from_2w"]["simulated"] / measured - 1
-            # What the simulation cannot know, measured: the 1-worker prediction divided by the
-            # work inflation of the 2-worker run.
-            row["simulated_over_inflation"] = p1[0].simulated / row["inflation"]
-            rows.append(row)
-            print(f"  {name}: {len(tr1)} tasks, parallelism {tr1.parallelism:.1f}, inflation "
-                  f"{row['inflation']:.2f}\n"
-                  f"    measured 2-worker speed-up {measured:.2f}; predicted from the 1-worker "
-                  f"trace {p1[0].lower:.2f} / {p1[0].simulated:.2f} / {p1[0].upper:.2f} "
-                  f"(lower / simulated / upper; simulated {100 * row['error_1w']:+.0f}%), from "
-                  f"the 2-worker trace simulated {p2[0].simulated:.2f} "
-                  f"({100 * row['error_2w']:+.0f}%); 1-worker prediction / inflation "
-                  f"{row['simulated_over_inflation']:.2f}\n"
-                  f"    64 workers: {p1[1].lower:.1f} / {p1[1].simulated:.1f} / "
-                  f"{p1[1].upper:.1f}", flush=True)
-    write_results(a.out, {"predict": rows}, a.quick)
+        rows = [program_rounds(name, make, s1, s2, reps) for name, make in PROGRAMS.items()]
+    write_results(a.out, {"predict": rows, "rounds": reps}, a.quick)
 
 
 if __name__ == "__main__":

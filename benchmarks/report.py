@@ -1,28 +1,36 @@
-"""Turns benchmark results into benchmarks/results/latest.json, the tables and headline ratios
-of docs/benchmarks.md (between the GENERATED markers) and docs/img/benchmarks.png.
+"""Turns the benchmarks' results into the generated section of docs/benchmarks.md (between the
+GENERATED markers), DIR/latest.json (every result in one file) and the plots beside the page.
 
-    python benchmarks/report.py --suite FT.json [--gil GIL.json] [--per-task PT.json]
-                                [--instructions INSTR.json] [--dask DASK.json] [--map MAP.json]
-                                [--shapes SHAPES.json]
-                                [--executor EXECUTOR.json]
-                                [--dask-get DASKGET.json]
+    python benchmarks/report.py --results DIR [--results-313t DIR] [--doc PAGE]
 
-Needs matplotlib for the plot (the `plot` extra; `make bench` installs it in .venv-gil, since
-matplotlib does not build on CPython 3.13t). Without it the tables are still written.
+DIR holds the JSON files `make bench` writes (benchmarks/run_speed.py and the rest): ft.json,
+gil.json, per_task.json, instructions.json, dask.json, dask_get.json, map_fanout.json,
+shapes.json, predict.json, executor.json, skipped.json. --results-313t is the same directory
+from free-threaded CPython 3.13: its figures stand beside 3.14t's (the targets table,
+benchmarks/targets.py, and a column of the other tables where the figure is at hand). --doc:
+the page to write (default docs/benchmarks.md; made with the markers if it does not exist);
+the plots go into img/ beside it.
+
+Needs matplotlib for the plots (the `plot` extra; `make bench` installs it in .venv-gil).
+Without it the tables are still written.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sys
+
+from _common import verdict_cell
+import targets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
-PNG = os.path.join(ROOT, "docs", "img", "benchmarks.png")
-LATEST = os.path.join(ROOT, "benchmarks", "results", "latest.json")
-DASK_GET_PNG = os.path.join(ROOT, "docs", "img", "dask-get.png")
 BEGIN, END = "<!-- GENERATED: begin (benchmarks/report.py) -->", "<!-- GENERATED: end -->"
+FILES = {"ft": "ft.json", "gil": "gil.json", "per_task": "per_task.json",
+         "instructions": "instructions.json", "dask": "dask.json", "dask_get": "dask_get.json",
+         "map_fanout": "map_fanout.json", "shapes": "shapes.json", "predict": "predict.json",
+         "executor": "executor.json", "dashboard": "dashboard.json", "waiting": "waiting.json",
+         "skipped": "skipped.json"}
 TOOLS = ["serial", "taskgraph", "threadpool", "processpool", "joblib-threads", "joblib-loky",
          "dask-threads"]
 LABEL = {"serial": "serial Python", "taskgraph": "**taskgraph**", "threadpool": "ThreadPoolExecutor",
@@ -56,131 +64,83 @@ def ratio(a, b):
     return a["median"] / b["median"]
 
 
-def tables(doc, gil):
-    ix = index(doc)
-    wls = sorted({r["workload"] for r in doc["results"]})
+def suite_table(doc, doc13, gil):
+    """The suite in one table: per workload, serial's time, taskgraph on 1, 2 and 4 workers and
+    each peer on 2 (speed-up over serial; workload 1: microseconds per trivial task), and
+    taskgraph on 3.13t and on the GIL build beside."""
+    ix, ix13, gix = index(doc), index(doc13) if doc13 else {}, index(gil) if gil else {}
     titles = {r["workload"]: r["title"] for r in doc["results"]}
-    lines = []
-    for w in wls:
-        lines.append(f"### {w}. {titles[w]}")
-        lines.append("")
-        serial = ix.get((w, "serial", 1))
-        extra = ""
+    peers = [t for t in TOOLS if t not in ("serial", "taskgraph") and any(r["tool"] == t for r in doc["results"])]
+    notes = []
+
+    def cell(ix_, w, tool, n):
+        r = ix_.get((w, tool, n))
+        if r is None:
+            return ""
+        note = f"workload {w}: {r.get('na') or r.get('note')}"
+        if ("na" in r or (r.get("note") and tool not in ("serial", "taskgraph"))) and note not in notes:
+            notes.append(note)
+        if "na" in r:
+            return "n/a"
         if w == 1:
-            extra = " | us/task at 2 workers"
-        elif w == 5:
-            extra = " | cost per task incl. edges, 1 worker"
-        elif w == 7:
-            extra = " | steals/s, idle fraction (2 workers)"
-        lines.append("| tool | 1 worker | 2 workers | 4 workers | speed-up vs serial (2 workers)"
-                     + extra + " |")
-        lines.append("|---|---|---|---|---" + ("|---" if extra else "") + "|")
-        notes = []
-        for tool in TOOLS:
-            rs = [ix.get((w, tool, n)) for n in (1, 2, 4)]
-            if all(r is None for r in rs):
-                continue
-            if any(r is not None and "na" in r for r in rs):
-                na = next(r["na"] for r in rs if r is not None and "na" in r)
-                lines.append(f"| {LABEL[tool]} | n/a: {na} | | | |" + (" |" if extra else ""))
-                continue
-            # workload 1 measures per-task cost (task counts differ per tool): no speed-up column
-            sp = ratio(serial, rs[1]) if tool != "serial" and w != 1 else None
-            cells = [fmt_t(r) for r in rs]
-            if w == 4 and tool not in ("serial", "taskgraph"):
-                sp_cell = "not comparable (sample sort)"
-            else:
-                sp_cell = f"{sp:.2f}" if sp else ""
-            row = f"| {LABEL[tool]} | " + " | ".join(cells) + f" | {sp_cell} |"
-            if extra:
-                if w == 1 and rs[1]:
-                    row += f" {rs[1]['us_per_task']:.1f} ({rs[1]['tasks']} tasks) |"
-                elif w == 5 and rs[0] and "us_overhead_per_task" in rs[0]:
-                    v = rs[0]["us_overhead_per_task"]
-                    row += f" {v:.1f} us |" if v >= 0 else " below the noise (T1 < T_serial in this run) |"
-                elif w == 7 and rs[1] and "steals_per_s" in rs[1]:
-                    idle = max(0.0, 1 - serial["median"] / (2 * rs[1]["median"])) if serial else float("nan")
-                    row += f" {rs[1]['steals_per_s']:.0f}/s, {idle:.2f} |"
-                else:
-                    row += " |"
-            lines.append(row)
-            for r in rs:
-                note = r.get("note") if r else None
-                if note and w == 4:
-                    note = "sample sort: serial bucketing into 4 x workers parts, parallel sorted()"
-                if note and note not in notes:
-                    notes.append(note)
-        if w == 2:
-            t1, s = ix.get((2, "taskgraph", 1)), serial
-            if t1 and s:
-                lines.append("")
-                lines.append(f"Work overhead c1 = T1 / T_serial = **{ratio(t1, s):.1f}** "
-                             f"({t1['tasks']} tasks, {t1['median'] / t1['tasks'] * 1e6:.2f} us each).")
-        for n in notes:
-            lines.append("")
-            lines.append(f"Peers: {n}.")
-        lines.append("")
-    if gil:
-        gix = index(gil)
-        lines.append("### Free threading against the GIL (taskgraph, workloads 1, 3, 6)")
-        lines.append("")
-        lines.append(f"GIL build: Python {gil['env']['python']}, GIL enabled: "
-                     f"{gil['env']['gil_enabled']}. Free-threaded: Python {doc['env']['python']}, "
-                     f"GIL enabled: {doc['env']['gil_enabled']}.")
-        lines.append("")
-        lines.append("| workload | GIL build: speed-up at 2 workers | free-threaded: speed-up at 2 workers |")
-        lines.append("|---|---|---|")
-        for w in (1, 3, 6):
-            g = ratio(gix.get((w, "serial", 1)), gix.get((w, "taskgraph", 2)))
-            f = ratio(ix.get((w, "serial", 1)), ix.get((w, "taskgraph", 2)))
-            if w == 1:
-                gt, ft = gix.get((1, "taskgraph", 2)), ix.get((1, "taskgraph", 2))
-                lines.append(f"| 1 (us per trivial task) | {gt['us_per_task']:.1f} us | {ft['us_per_task']:.1f} us |"
-                             if gt and ft else "| 1 | | |")
-            else:
-                lines.append(f"| {w} | {g:.2f} | {f:.2f} |" if g and f else f"| {w} | | |")
-        lines.append("")
+            return f"{r['us_per_task']:.2f}"
+        sp = ratio(ix_.get((w, "serial", 1)), r)
+        sample_sort = w == 4 and tool not in ("serial", "taskgraph")
+        return (f"{sp:.2f}" + (", a sample sort" if sample_sort else "")) if sp else ""
+
+    def three(ix_, w):
+        return " / ".join(cell(ix_, w, "taskgraph", n) or "-" for n in (1, 2, 4))
+
+    lines = [f"### The suite against its peers (benchmarks/suite.py, {interp(doc['env'])})", "",
+             "Median of 5 runs per cell. Workload 1: microseconds per trivial task (2 workers "
+             "for the peers); the others: speed-up over serial Python, at 2 workers for the peers "
+             "(taskgraph: at 1 / 2 / 4). Serial: its time. Beside taskgraph: the same on CPython "
+             "3.13t, and at 2 workers on the GIL build"
+             + (f" (CPython {gil['env']['python']}, GIL enabled: {gil['env']['gil_enabled']}), where "
+                "free threading is what lets the workers run at once" if gil else " (not run)")
+             + ". Every time with its min and max: latest.json.", "",
+             "| workload | serial | **taskgraph** 1w / 2w / 4w | taskgraph on 3.13t | GIL build, 2w | "
+             + " | ".join(LABEL[t] for t in peers) + " |",
+             "|---|---|---|---|---|" + "---|" * len(peers)]
+    for w in sorted(titles):
+        serial = ix.get((w, "serial", 1))
+        lines.append(f"| {w}. {titles[w]} | {fmt_t(serial)} | {three(ix, w)} | "
+                     f"{three(ix13, w) if ix13 else 'not run'} | {cell(gix, w, 'taskgraph', 2)} | "
+                     + " | ".join(cell(ix, w, t, 2) for t in peers) + " |")
+    more = []
+    t2, s2 = ix.get((2, "taskgraph", 1)), ix.get((2, "serial", 1))
+    if t2 and s2:
+        more.append(f"workload 2 on 1 worker: c1 = T1 / T_serial = {ratio(t2, s2):.1f} ({t2['tasks']} "
+                    f"tasks, {t2['median'] / t2['tasks'] * 1e6:.2f} us each)")
+    t5 = ix.get((5, "taskgraph", 1))
+    if t5 and "us_overhead_per_task" in t5:
+        v = t5["us_overhead_per_task"]
+        more.append(f"workload 5 on 1 worker: {v:.1f} us per task above serial, its 3 edges included"
+                    if v >= 0 else "workload 5 on 1 worker: below the noise (faster than serial in this run)")
+    t7, s7 = ix.get((7, "taskgraph", 2)), ix.get((7, "serial", 1))
+    if t7 and s7 and "steals_per_s" in t7:
+        more.append(f"workload 7 on 2 workers: {t7['steals_per_s']:,.0f} steals/s, idle fraction "
+                    f"(1 - T_serial / (2 T)) {max(0.0, 1 - s7['median'] / (2 * t7['median'])):.2f}")
+    if more:
+        text = "; ".join(more)
+        say(lines, text[0].upper() + text[1:] + ".")
+    if notes:
+        say(lines, "Peers: " + "; ".join(notes) + ".")
     return "\n".join(lines)
 
 
-def headline(doc, pt):
-    ix = index(doc)
-    h = []
-    tg2, tpe2, dk2 = ix.get((1, "taskgraph", 2)), ix.get((1, "threadpool", 2)), ix.get((1, "dask-threads", 2))
-    if tg2 and tpe2 and dk2:
-        h.append(f"- trivial tasks at 2 workers (a lazy graph of them): taskgraph "
-                 f"{tg2['us_per_task']:.2f} us/task, **{tpe2['us_per_task'] / tg2['us_per_task']:.0f}x "
-                 f"lower** than ThreadPoolExecutor ({tpe2['us_per_task']:.1f} us) and "
-                 f"**{dk2['us_per_task'] / tg2['us_per_task']:.0f}x lower** than dask threaded "
-                 f"({dk2['us_per_task']:.0f} us).")
-    s3, t3, p3 = ix.get((3, "serial", 1)), ix.get((3, "taskgraph", 2)), ix.get((3, "threadpool", 2))
-    if s3 and t3:
-        h.append(f"- fib with a cutoff (leaves ~100 us), 2 workers: speed-up **{ratio(s3, t3):.2f}** "
-                 f"over serial" + (f" (ThreadPoolExecutor on the same leaves, fanned out: "
-                                   f"{ratio(s3, p3):.2f})." if p3 else "."))
-    s4, t4 = ix.get((4, "serial", 1)), ix.get((4, "taskgraph", 2))
-    if s4 and t4:
-        h.append(f"- quicksort of floats (array('d')), 2 workers: speed-up **{ratio(s4, t4):.2f}** "
-                 "over the same quicksort run serially.")
-    s6, t6, p6 = ix.get((6, "serial", 1)), ix.get((6, "taskgraph", 2)), ix.get((6, "threadpool", 2))
-    if s6 and t6 and p6:
-        h.append(f"- coarse map (~1 ms tasks), 2 workers: taskgraph speed-up **{ratio(s6, t6):.2f}**, "
-                 f"ThreadPoolExecutor {ratio(s6, p6):.2f}.")
-    figs = {f["key"]: f for f in pt["figures"]} if pt else {}
-    if "c1" in figs:  # alternating runs: steadier than the suite's separate medians
-        c = figs["c1"]
-        h.append(f"- fib spawning a task at every level, 1 worker: c1 = T1 / T_serial = "
-                 f"**{c['value']:.1f}** ({c['ns_per_task'] / 1e3:.2f} us per task)" +
-                 (f"; the bare floor of this API with no scheduler (benchmarks/floor.c) has c1 = "
-                  f"{c['floor_c1']['median']:.1f} on the same fib, and taskgraph adds "
-                  f"{c['ns_over_floor']['median']:.0f} ns per task to it." if "floor_c1" in c else "."))
-    if "stencil" in figs:
-        h.append(f"- stencil DAG (64x64, trivial bodies), 1 worker: **{figs['stencil']['value']:.2f} "
-                 "us** per task including its 3 edges.")
-    if "lazy_million" in figs:
-        h.append(f"- a million lazy trivial tasks built and computed from the main thread: "
-                 f"**{figs['lazy_million']['value']:.2f} million tasks/s** end to end.")
-    return "\n".join(h)
+def say(lines, text):
+    """Adds text to the paragraph that ends lines, or starts a paragraph after a table."""
+    if lines and lines[-1] and not lines[-1].startswith(("|", "#", "!")):
+        lines[-1] += " " + text
+    else:
+        lines += ["", text]
+
+
+def interp(env):
+    """The interpreter a result was measured on, as the tables name it: CPython 3.14t."""
+    major_minor = ".".join(env["python"].split(".")[:2])
+    return f"CPython {major_minor}{'' if env.get('gil_enabled') else 't'}"
 
 
 def spread(s, fmt="{:.3g}"):
@@ -194,73 +154,76 @@ def load_cell(load):
     return f"{load['idle_share'] * 100:.0f}% / {load['others_share'] * 100:.0f}%"
 
 
-def verdict_cell(word):
-    return {"met": "met", "missed": "**missed**"}.get(word, f"*{word}*")
-
-
-def per_task_table(pt):
+def per_task_table(pt, pt13, skip):
+    """per_task.py's figures but those of the targets table (keys in skip), 3.13t's beside."""
     env = pt["env"]
-    lines = ["### Per-task targets (benchmarks/per_task.py)", "",
-             f"Python {env['python']}, GIL enabled: {env['gil_enabled']}, {env['cpus']} CPUs"
-             f"{' (quick sizes)' if env['quick'] else ''}. Each figure is the median of "
-             f"{env.get('rounds', 'several')} alternated rounds, with the min and max of the rounds; "
-             "a target is met when the median and the worst round (or its floor) hold, on an "
-             "idle machine. Idle / others: the machine's idle CPU share and the share other "
-             "programs used while the figure was measured.", "",
-             "| figure | median [min-max] | spread | target | floor | idle / others | |",
+    f13 = {f["key"]: f for f in (pt13 or {}).get("figures", [])}
+    lines = [f"### Per-task figures (benchmarks/per_task.py, {interp(env)})", "",
+             f"Python {env['python']}, {env['cpus']} CPUs{' (quick sizes)' if env['quick'] else ''}; "
+             f"median [min-max] of {env.get('rounds', 'several')} alternated rounds; a target is "
+             "met when the median and the worst round (or its floor) hold on an idle machine. "
+             "Idle / others: the machine's idle CPU share and the share other programs used "
+             "meanwhile.", "",
+             "| figure | median [min-max] | target | floor | idle / others | | 3.13t |",
              "|---|---|---|---|---|---|---|"]
     for f in pt["figures"]:
+        if f["key"] in skip or "summary" not in f:
+            continue
         op = "<=" if f["better"] == "lower" else ">="
         unit = f" {f['unit']}" if f["unit"] else ""
-        if "summary" in f:
-            s = f["summary"]
-            lines.append(f"| {f['label']} | **{spread(s)}{unit}** | {s['spread'] * 100:.0f}% | "
-                         f"{op} {f['target']} | {op + ' ' + str(f['floor']) if f.get('floor') is not None else ''} | "
-                         f"{load_cell(f.get('load'))} | {verdict_cell(f['verdict'])} |")
-        else:  # results written before the harness kept the rounds
-            lines.append(f"| {f['label']} | **{f['value']:.3g}{unit}** | | {op} {f['target']} | | | "
-                         f"{'met' if f['met'] else '**missed**'} |")
+        g = f13.get(f["key"])
+        lines.append(f"| {f['label']} | **{spread(f['summary'])}{unit}** | {op} {f['target']} | "
+                     f"{op + ' ' + str(f['floor']) if f.get('floor') is not None else ''} | "
+                     f"{load_cell(f.get('load'))} | {verdict_cell(f['verdict'])} | "
+                     f"{spread(g['summary']) + unit if g and 'summary' in g else 'not measured'} |")
     extra = {f["key"]: f for f in pt["figures"]}
+    notes = []
     if "trivial_vs_tpe" in extra:
         u = extra["trivial_vs_tpe"]["us_per_task"]
-        lines += ["", f"Per trivial task, 2 workers: spawned {u['spawned']:.2f} us, lazy "
-                  f"{u['lazy']:.2f} us, ThreadPoolExecutor(2) {u['tpe']:.2f} us; with a trace open: "
-                  f"spawned {u['spawned_traced']:.2f} us, lazy {u['lazy_traced']:.2f} us."]
+        notes.append(f"Per trivial task, 2 workers: spawned {u['spawned']:.2f} us, lazy {u['lazy']:.2f} us, "
+                     f"ThreadPoolExecutor(2) {u['tpe']:.2f} us; with a trace open: spawned "
+                     f"{u['spawned_traced']:.2f} us, lazy {u['lazy_traced']:.2f} us.")
     if "first_compute_m_per_s" in extra.get("lazy_million", {}):
-        lines += ["", f"The million lazy tasks: the first compute of that size in the process (its "
-                  f"memory taken from the kernel, timed apart from the rounds): "
-                  f"{extra['lazy_million']['first_compute_m_per_s']:.2f} M tasks/s."]
+        notes.append(f"The million lazy tasks, the first compute of that size in the process (its "
+                     f"memory taken from the kernel; timed apart): "
+                     f"{extra['lazy_million']['first_compute_m_per_s']:.2f} M tasks/s.")
     if "quicksort" in extra and "boxed_speedup" in extra["quicksort"]:
         q = extra["quicksort"]
-        lines += ["", f"The quicksort on a list of Python floats made by the main thread (the "
-                  f"same algorithm, boxed values): speed-up {q['boxed_speedup']:.2f} "
-                  f"(serial {q['boxed_serial']['median']:.2f} s, taskgraph "
-                  f"{q['boxed_taskgraph']['median']:.2f} s), against {q['value']:.2f} with "
-                  "array('d') (docs/performance.md explains the difference)."]
+        notes.append(f"The quicksort on a list of Python floats made by the main thread: speed-up "
+                     f"{q['boxed_speedup']:.2f}, against {q['value']:.2f} on array('d') "
+                     "(docs/performance.md, section 2).")
     if "queens" in extra and "speedup_over_serial" in extra["queens"]:
-        lines += ["", f"12-queens on 2 workers against the same search run serially: "
-                  f"{extra['queens']['speedup_over_serial']:.2f}x."]
         lit = extra["queens"].get("literal_full")
-        if lit:
-            lines[-1] += (f" With `FULL` written as a literal (immortal: docs/performance.md, "
-                          f"section 5), 2 workers over 1: {spread(lit)}x.")
+        notes.append(f"12-queens on 2 workers over the serial search: "
+                     f"{extra['queens']['speedup_over_serial']:.2f}x"
+                     + (f"; with `FULL` written as a literal (immortal), 2 workers over 1: {spread(lit)}x."
+                        if lit else "."))
+    if "c1" in extra and "leaf_shape_c1" in extra["c1"]:
+        c = extra["c1"]
+        notes.append(f"c1 with leaves returning n: {spread(c['leaf_shape_c1'])}"
+                     + (f", the bare floor's {spread(c['leaf_shape_floor_c1'])}." if "leaf_shape_floor_c1" in c else "."))
+    if notes:
+        lines += ["", " ".join(notes)]
     return "\n".join(lines)
 
 
-def instructions_table(ins):
+def instructions_table(ins, ins13, env):
     cats = []
     for w in ins.values():
         for c in w["per_task"]:
             if c not in cats:
                 cats.append(c)
-    lines = ["### Where a task's time goes, in instructions (benchmarks/instructions.py)", "",
+    lines = [f"### Where a task's time goes, in instructions (benchmarks/instructions.py, {interp(env)})", "",
              "Instructions per task (callgrind; N and 2N tasks, the difference over N: start-up "
-             "cancelled out). Deterministic, unlike the times above.", "",
-             "| workload | total | " + " | ".join(cats) + " |",
-             "|---|---|" + "---|" * len(cats)]
+             "cancelled out). Deterministic, unlike the times above. The last column: the total on "
+             "CPython 3.13t.", "",
+             "| workload | total | " + " | ".join(cats) + " | 3.13t |",
+             "|---|---|" + "---|" * len(cats) + "---|"]
     for name, w in ins.items():
+        w13 = (ins13 or {}).get(name)
         lines.append(f"| {w['description']} | **{w['total']:.0f}** | "
-                     + " | ".join(f"{w['per_task'].get(c, 0):.0f}" for c in cats) + " |")
+                     + " | ".join(f"{w['per_task'].get(c, 0):.0f}" for c in cats)
+                     + (f" | {w13['total']:.0f} |" if w13 else " | not measured |"))
     return "\n".join(lines)
 
 
@@ -270,7 +233,7 @@ def dask_table(dk):
     backends = list(dict.fromkeys(r["backend"] for r in dk["rows"]))
     workloads = list(dict.fromkeys(r["workload"] for r in dk["rows"]))
     fib = dk["fib"]
-    lines = ["### Local and on a dask cluster, per task (benchmarks/dask_overhead.py)", "",
+    lines = [f"### Local and on a dask cluster, per task (benchmarks/dask_overhead.py, {interp(dk['env'])})", "",
              f"distributed {env['distributed']}, a LocalCluster of 2 worker processes x 1 thread "
              f"on this machine (started in {env['cluster_start_s']:.1f} s); the local scheduler "
              f"with 2 workers. Microseconds per task (median of the runs{', quick sizes' if env['quick'] else ''}); "
@@ -291,100 +254,99 @@ def dask_table(dk):
     return "\n".join(lines)
 
 
-def map_table(mp):
-    """The flat fan-out and tg.map figures (benchmarks/map_fanout.py)."""
-    if "ratio_2w_over_1w_judged" not in mp["fanout_trivial"]:
-        return "### Flat fan-outs and tg.map\n\n(results from before the harness: rerun map_fanout.py)"
+def map_table(mp, mp13):
+    """The flat fan-out and tg.map figures (benchmarks/map_fanout.py) but the two of the targets
+    table, 3.13t's beside."""
     ft, fb, mt, m20 = mp["fanout_trivial"], mp["fanout_50us"], mp["map_trivial"], mp["map_20us"]
     crit = lambda r: f"{r['speedup_2w_cpu_critical']:.2f}x" if r.get("speedup_2w_cpu_critical") else "n/a"  # noqa: E731
 
-    def row(label, r, key, unit=""):
+    def row(label, path, key, unit=""):
+        r, r13 = mp, mp13 or {}
+        for part in path:
+            r, r13 = r[part], r13.get(part, {})
         j = r[key + "_judged"]
         op = "<=" if j["better"] == "lower" else ">="
-        return (f"| {label} | **{spread(r[key])}{unit}** | {r[key]['spread'] * 100:.0f}% | {op} {j['target']} | "
-                f"{load_cell(r.get('load'))} | {verdict_cell(j['verdict'])} |")
+        return (f"| {label} | **{spread(r[key])}{unit}** | {op} {j['target']} | "
+                f"{load_cell(r.get('load'))} | {verdict_cell(j['verdict'])} | "
+                f"{spread(r13[key]) + unit if key in r13 else 'not measured'} |")
 
-    lines = ["### Flat fan-outs and tg.map (benchmarks/map_fanout.py)", "",
+    lines = [f"### Flat fan-outs and tg.map (benchmarks/map_fanout.py, {interp(mp['env'])})", "",
              f"{mp.get('runs', '?')} alternated rounds per figure; median [min-max] of the per-round "
-             "ratios; idle / others as above. CPU-critical: the same from the worker threads' "
-             "CPU times (what two free cores would give).", "",
-             "| figure | median [min-max] | spread | target | idle / others | |",
+             "ratios; idle / others as above. The trivial fan-out and the map over a range are in "
+             "the targets table. CPU-critical: the same from the worker threads' CPU times (what "
+             "two free cores would give).", "",
+             "| figure | median [min-max] | target | idle / others | | 3.13t |",
              "|---|---|---|---|---|---|",
-             row(f"{ft['children']:,} trivial children, time per child, 2 workers over 1", ft, "ratio_2w_over_1w"),
-             row(f"{fb['children']:,} children of ~50 us, speed-up of 2 workers over 1", fb, "speedup_2w", "x")]
+             row(f"{fb['children']:,} children of ~50 us, speed-up of 2 workers over 1", ["fanout_50us"],
+                 "speedup_2w", "x")]
     for kind, r in mt.items():
-        if kind.startswith("peer "):
+        if kind.startswith("peer ") or kind == "range":
             continue
         lines.append(row(f"tg.map over a {kind} of {r['items']:,} trivial items, time over the "
-                         "list comprehension's", r, "ratio_map_over_comprehension"))
+                         "list comprehension's", ["map_trivial", kind], "ratio_map_over_comprehension"))
     lines.append(row(f"tg.map over {m20['items']:,} items of ~20 us, speed-up over the serial loop",
-                     m20, "speedup_2w", "x"))
-    lines += ["", f"The fan-out's 2-worker runs: {ft['steal_attempts_per_run_2w']:,.0f} steal attempts, "
-              f"{ft.get('looks_per_run_2w', 0):,.0f} looks and {ft['stolen_per_run_2w']:,.0f} tasks stolen "
-              f"per run (CPU-critical ratio {crit(ft)}); the ~50 us fan-out's CPU-critical speed-up "
-              f"{crit(fb)}; tg.map over the range, CPU-critical {crit(mt.get('range', {}))}; over ~20 us "
-              f"items {crit(m20)}.", "",
-             ] + (costs_line(mt["range"]["costs"]) if "costs" in mt.get("range", {}) else []) + [
-             "Peers per item, 2 threads: " + "; ".join(
-                 f"{name[5:]} {r['us_per_item']:.2f} us (trivial)" for name, r in mt.items() if name.startswith("peer "))
-             + "; " + "; ".join(f"{name[5:]} {r['us_per_item']:.2f} us (~20 us items)"
-                                 for name, r in m20.items() if name.startswith("peer ")) + "."]
+                     ["map_20us"], "speedup_2w", "x"))
+    lines += ["", f"The trivial fan-out's 2-worker runs: {ft['steal_attempts_per_run_2w']:,.0f} steal "
+              f"attempts, {ft.get('looks_per_run_2w', 0):,.0f} looks and {ft['stolen_per_run_2w']:,.0f} "
+              f"tasks stolen per run; 1 worker {ft['us_per_child_1w']['median']:.3f} us per child, 2 "
+              f"workers {ft['us_per_child_2w']['median']:.3f} us; CPU-critical ratio {crit(ft)}. The ~50 "
+              f"us fan-out's CPU-critical speed-up {crit(fb)}; tg.map over the range, CPU-critical "
+              f"{crit(mt.get('range', {}))}; over ~20 us items {crit(m20)}, and two plain threads "
+              f"splitting the same items by hand {spread(m20['speedup_threads_dynamic'])}x."
+              if "speedup_threads_dynamic" in m20 else "."]
+    if "costs" in mt.get("range", {}):
+        lines += ["", costs_line(mt["range"]["costs"])]
+    say(lines, "Peers per item, 2 threads: " + "; ".join(
+        f"{name[5:]} {r['us_per_item']:.2f} us (trivial)" for name, r in mt.items() if name.startswith("peer "))
+        + "; " + "; ".join(f"{name[5:]} {r['us_per_item']:.2f} us (~20 us items)"
+                           for name, r in m20.items() if name.startswith("peer ")) + ".")
     return "\n".join(lines)
 
 
 def costs_line(c):
     """map_fanout.result_costs: the two parts of tg.map over a range and of the comprehension."""
     ms = lambda k: f"{c[k]['median'] * 1e3:.1f} ms"  # noqa: E731
-    return [f"tg.map over the range, its two parts timed apart (medians): the comprehension "
+    return (f"tg.map over the range, its two parts timed apart (medians): the comprehension "
             f"builds its list in {ms('comprehension_build')} and frees it in "
             f"{ms('comprehension_free')}; tg.map builds in {ms('map_build')}, and the caller frees "
             f"its list, whose items the workers made, in {ms('map_free')}. A perfect split of the "
             f"comprehension's build over 2 workers, with nothing else added, would give "
-            f"**{spread(c['bound'])}** (docs/benchmarks.md, \"What limits it\").", ""]
+            f"**{spread(c['bound'])}** (docs/benchmarks.md, \"What limits each figure\").")
 
 
-def shapes_table(sh):
-    """benchmarks/shapes.py: the adversarial shapes, P workers against 1."""
+def shapes_table(sh, sh13):
+    """benchmarks/shapes.py: the adversarial shapes, P workers against 1, 3.13t's beside."""
     rows = [(k, v) for k, v in sh.items() if isinstance(v, dict) and "ratio_pw_over_1w" in v]
     if not rows:
         return ""
     p = rows[0][1]["workers"]
-    lines = [f"### Shapes that must not lose to one worker (benchmarks/shapes.py)", "",
+    lines = [f"### Shapes that must not lose to one worker (benchmarks/shapes.py, {interp(sh['env'])})", "",
              f"Each shape on 1 and on {p} workers, {sh.get('runs', '?')} alternated rounds: the "
              f"{p}-worker time over the 1-worker time per round (target <= 1 in the median and every "
              "round), the steal counters per run, and the busiest worker's CPU time against the "
              "1-worker run's (CPU-critical).", "",
-             f"| shape | 1 worker, us per task | {p}w / 1w, median [min-max] | CPU-critical | steal attempts / looks / stolen per run | idle / others | |",
-             "|---|---|---|---|---|---|---|"]
-    for _, r in rows:
-        c = r.get("cpu_critical_ratio")
+             f"| shape | 1 worker, us per task | {p}w / 1w, median [min-max] | CPU-critical | steal "
+             "attempts / looks / stolen per run | idle / others | | 3.13t |",
+             "|---|---|---|---|---|---|---|---|"]
+    for k, r in rows:
+        c, r13 = r.get("cpu_critical_ratio"), (sh13 or {}).get(k, {})
         lines.append(f"| {r['description']} | {spread(r['us_per_task_1w'])} | **{spread(r['ratio_pw_over_1w'])}** | "
                      f"{spread(c) if c else 'n/a'} | {r['steal_attempts_per_run']:,.0f} / "
                      f"{r.get('looks_per_run', 0):,.0f} / {r['stolen_per_run']:,.0f} | {load_cell(r.get('load'))} | "
-                     f"{verdict_cell(r['verdict'])} |")
+                     f"{verdict_cell(r['verdict'])} | "
+                     f"{spread(r13['ratio_pw_over_1w']) if 'ratio_pw_over_1w' in r13 else 'not measured'} |")
     return "\n".join(lines)
 
 
-def targets_plot(pt, mp):
-    """docs/img/targets.png: every target's rounds, scaled so that 1 is the target (above 1:
-    better), with the median, and the floor where there is one."""
+def targets_plot(items, path):
+    """The plot of every target's rounds, scaled so that 1 is the target (above 1: better), with
+    the median, and the floor where there is one. items: [(label, values, target, floor, better)]."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    items = []
-    for f in (pt or {}).get("figures", []):
-        if "values" in f:
-            items.append((f["label"], f["values"], f["target"], f.get("floor"), f["better"]))
-    if mp and "ratio_2w_over_1w_judged" in mp.get("fanout_trivial", {}):
-        for label, j in (("flat fan-out, 2w over 1w per child", mp["fanout_trivial"]["ratio_2w_over_1w_judged"]),
-                         ("tg.map over a range, over the comprehension",
-                          mp["map_trivial"]["range"]["ratio_map_over_comprehension_judged"]),
-                         ("tg.map over ~20 us items, speed-up", mp["map_20us"]["speedup_2w_judged"])):
-            if j.get("values"):
-                items.append((label, j["values"], j["target"], j.get("floor"), j["better"]))
     if not items:
         return False
     norm = lambda v, t, b: (v / t) if b == "higher" else (t / v if v else 0)  # noqa: E731
@@ -403,7 +365,8 @@ def targets_plot(pt, mp):
     ax.set_title("targets: every round (grey), median (red)")
     fig.tight_layout()
     fig.subplots_adjust(left=0.36)
-    fig.savefig(os.path.join(ROOT, "docs", "img", "targets.png"), dpi=90)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=90)
     return True
 
 
@@ -414,7 +377,7 @@ def executor_table(ex):
     sb, mt, m20, fib, fu = (ex["submit"], ex["map_trivial"], ex["map_20us"], ex["nested_fib"],
                             ex["future"])
     tpe_fib = fib["threadpool"]
-    lines = ["### taskgraph.Executor against concurrent.futures (benchmarks/executor.py)", "",
+    lines = [f"### taskgraph.Executor against concurrent.futures (benchmarks/executor.py, {interp(ex['env'])})", "",
              f"2 workers each; medians of {sb['taskgraph']['runs']} alternated runs (min-max), us "
              f"per task or item; load average at the start: {load or 'not recorded'}.", "",
              "| figure | taskgraph.Executor | ThreadPoolExecutor | ProcessPoolExecutor | ratio to "
@@ -442,24 +405,22 @@ def executor_table(ex):
              f"{fu['life_ns_taskgraph']:,.0f} ns."]
     ins = ex.get("instructions")
     if ins:
-        row = lambda k: (f"{ins[k]['submitter']:,.0f} | {ins[k]['workers']:,.0f}")  # noqa: E731
-        lines += ["", "Instructions per submit+result (callgrind; 20,000 tasks less 10,000):", "",
-                  "| | submitting thread | both workers |", "|---|---|---|",
-                  f"| taskgraph.Executor(2), collector on | {row('taskgraph_gc_on')} |",
-                  f"| ThreadPoolExecutor(2), collector on | {row('threadpool_gc_on')} |",
-                  f"| taskgraph.Executor(2), collector off | {row('taskgraph_gc_off')} |",
-                  f"| ThreadPoolExecutor(2), collector off | {row('threadpool_gc_off')} |"]
+        both = lambda k: f"{ins[k]['submitter']:,.0f} / {ins[k]['workers']:,.0f}"  # noqa: E731
+        say(lines, "Instructions per submit+result (callgrind; 20,000 tasks less 10,000), the "
+            f"submitting thread / both workers: taskgraph.Executor(2) {both('taskgraph_gc_on')} "
+            f"with the cyclic collector on, {both('taskgraph_gc_off')} with it off; "
+            f"ThreadPoolExecutor(2) {both('threadpool_gc_on')} and {both('threadpool_gc_off')}.")
     return "\n".join(lines)
 
 
-def dask_get_table(dg):
+def dask_get_table(dg, img):
     """taskgraph as dask's scheduler (benchmarks/dask_get.py): per task, dask.array, memory."""
     us = lambda r: f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"  # noqa: E731
     ms = lambda r: f"{r['median'] * 1e3:.1f} ms"  # noqa: E731
     load = lambda k: ", ".join(f"{x:.1f}" for x in dg.get(k, ()))  # noqa: E731
     cols = ["taskgraph 2w", "taskgraph 1w", "dask.threaded.get 2w", "dask.get", "dask.local.get_sync"]
     runs = dg["flat"]["us_per_task"]["taskgraph 2w"]["runs"]
-    lines = ["### taskgraph as dask's scheduler (benchmarks/dask_get.py)", "",
+    lines = [f"### taskgraph as dask's scheduler (benchmarks/dask_get.py, {interp(dg['env'])})", "",
              f"dask {dg['versions'].get('dask')}, numpy {dg['versions'].get('numpy', 'n/a')}; "
              f"medians of {runs} alternated runs{' (quick sizes)' if dg['env']['quick'] else ''}; "
              f"load average {load('loadavg_start')} at the start, {load('loadavg_end')} at the end. "
@@ -487,16 +448,15 @@ def dask_get_table(dg):
         lines += ["", f"Streaming reduction over {m['bytes'] / 2**30:.2f} GiB in {m['chunks']} "
                   f"chunks, peak RSS during the compute (fresh processes): taskgraph "
                   f"{m['taskgraph']['peak_mib']:.0f} MiB, dask.threaded.get "
-                  f"{m['dask.threaded.get']['peak_mib']:.0f} MiB ({m['peak_ratio']:.2f}x).", ""]
-    lines += ["| target (issue 25) | figure | met |", "|---|---|---|"]
-    lines += [f"| {t['label']} {t['target']} | {t['value']:.2f} | {'yes' if t['met'] else '**no**'} |"
-              for t in dg["targets"]]
-    if dask_get_plot(dg):
+                  f"{m['dask.threaded.get']['peak_mib']:.0f} MiB ({m['peak_ratio']:.2f}x)."]
+    say(lines, "Targets: " + "; ".join(f"{t['label']} {t['target']}: {t['value']:.2f}, "
+                                       f"{'met' if t['met'] else '**missed**'}" for t in dg["targets"]) + ".")
+    if dask_get_plot(dg, os.path.join(img, "dask-get.png")):
         lines += ["", "![taskgraph.dask.get against dask's local schedulers](img/dask-get.png)"]
     return "\n".join(lines)
 
 
-def dask_get_plot(dg):
+def dask_get_plot(dg, path):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -533,12 +493,12 @@ def dask_get_plot(dg):
         a2.set_title("dask.array (sin(x) + 1).sum(), 2 workers")
         a2.legend(fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(DASK_GET_PNG), exist_ok=True)
-    fig.savefig(DASK_GET_PNG, dpi=90)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=90)
     return True
 
 
-def plot(doc):
+def plot(doc, path):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -573,62 +533,107 @@ def plot(doc):
     for i, v in enumerate(vals):
         a2.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(PNG), exist_ok=True)
-    fig.savefig(PNG, dpi=90)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=90)
     return True
+
+
+def predict_table(pr, pr13):
+    """Trace.predict against the measured speed-up (benchmarks/predict.py), 3.13t's beside."""
+    rows13 = {r["program"]: r for r in (pr13 or {}).get("predict", [])}
+    lines = [f"### Predicted against measured speed-up (benchmarks/predict.py, {interp(pr['env'])})", "",
+             f"{pr.get('rounds', '?')} alternated rounds per program, each on 1 worker, on 2 and "
+             "traced on each; median [min-max] over the rounds. Simulated: Trace.predict's "
+             "2-worker speed-up from the round's 1-worker trace (lower and upper bounds in "
+             "brackets); inflation: the 2-worker trace's own time over the 1-worker one's, which "
+             "the simulation cannot know.", "",
+             "| program | tasks | measured 2w | simulated 2w (lower-upper) | simulated / measured - 1 "
+             "| inflation | 64 workers simulated | 3.13t: measured / simulated |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in pr["predict"]:
+        if "error_1w_pct" not in r:
+            continue
+        r13 = rows13.get(r["program"])
+        lines.append(f"| {r['program']} | {r['tasks']} | {spread(r['measured'], '{:.2f}')} | "
+                     f"{r['simulated_from_1w']['median']:.2f} ({r['lower_from_1w']['median']:.2f}-"
+                     f"{r['upper_from_1w']['median']:.2f}) | {spread(r['error_1w_pct'], '{:+.0f}')}% | "
+                     f"{spread(r['inflation'], '{:.2f}')} | {r['p64_from_1w']['simulated']['median']:.1f} | "
+                     + (f"{r13['measured']['median']:.2f} / {r13['simulated_from_1w']['median']:.2f} |"
+                        if r13 and "measured" in r13 else "not measured |"))
+    return "\n".join(lines)
+
+
+def read_results(d):
+    """The results in directory d, by name (None for a file that is missing)."""
+    out = {}
+    for key, name in FILES.items():
+        path = os.path.join(d, name) if d else None
+        out[key] = json.load(open(path)) if path and os.path.exists(path) else None
+    return out
+
+
+def skipped_line(*results):
+    said = []
+    for res in results:
+        sk = (res or {}).get("skipped") or {}
+        for script, why in sk.get("skipped", {}).items():
+            said.append(f"benchmarks/{script} on {sk['python']}: {why}")
+    return ("Not run: " + "; ".join(said) + ".") if said else ""
+
+
+def header(doc, r13):
+    env = doc["env"]
+    e13 = ((r13 or {}).get("ft") or {}).get("env")
+    return (f"Measured {'(quick sizes) ' if env['quick'] else ''}on {env['cpus']} CPUs "
+            f"({env['machine']}): free-threaded CPython {env['python']}"
+            + (f" and, beside it, {e13['python']}" if e13 else " (no 3.13t run)")
+            + f"; GIL enabled in a run: {env['gil_enabled']}"
+            + (f" (3.13t: {e13['gil_enabled']})" if e13 else "") + "; versions: "
+            + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + ".")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", required=True)
-    ap.add_argument("--gil")
-    ap.add_argument("--per-task")
-    ap.add_argument("--instructions")
-    ap.add_argument("--dask")
-    ap.add_argument("--map")
-    ap.add_argument("--shapes")
-    ap.add_argument("--executor")
-    ap.add_argument("--dask-get")
+    ap.add_argument("--results", required=True, help="the 3.14t results directory")
+    ap.add_argument("--results-313t", help="the 3.13t results directory")
+    ap.add_argument("--doc", default=DOC)
     a = ap.parse_args(argv)
-    read = lambda p: json.load(open(p)) if p and os.path.exists(p) else None  # noqa: E731
-    doc, gil, pt, ins = read(a.suite), read(a.gil), read(a.per_task), read(a.instructions)
-    dk, mp, sh, ex, dg = read(a.dask), read(a.map), read(a.shapes), read(a.executor), read(a.dask_get)
-    merged = {"free_threaded": doc, "gil_build": gil, "per_task": pt, "instructions": ins,
-              "dask": dk, "map_fanout": mp, "shapes": sh, "executor": ex, "dask_get": dg}
-    os.makedirs(os.path.dirname(LATEST), exist_ok=True)
-    with open(LATEST, "w") as f:
-        json.dump(merged, f, indent=1)
-    env = doc["env"]
-    gen = [BEGIN, "",
-           f"Measured {'(quick sizes) ' if env['quick'] else ''}on {env['cpus']} CPUs ({env['machine']}), "
-           f"Python {env['python']}, free-threaded build: {env['free_threaded_build']}, GIL enabled "
-           f"in every run: {env['gil_enabled']}; versions: "
-           + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + ".", "",
-           "**Headline (2 workers unless said):**", "", headline(doc, pt), "",
-           "![speed-up vs workers, and per-task overhead per tool](img/benchmarks.png)"
-           if plot(doc) else "", ""]
-    if pt:
-        gen += [per_task_table(pt), ""]
-    if targets_plot(pt, mp):
+    r, r13 = read_results(a.results), read_results(a.results_313t)
+    if a.results_313t is None:
+        r13 = None
+    latest = os.path.join(a.results, "latest.json")
+    with open(latest, "w") as f:
+        json.dump({"free_threaded_314t": r, "free_threaded_313t": r13}, f, indent=1)
+    img = os.path.join(os.path.dirname(os.path.abspath(a.doc)), "img")
+    doc, pt = r["ft"], r["per_task"]
+    o = r13 or {}
+    target_lines, items = targets.table(r, r13)
+    items += [(f["label"], f["values"], f["target"], f.get("floor"), f["better"])
+              for f in (pt or {}).get("figures", []) if "values" in f and f["key"] not in targets.PER_TASK_KEYS]
+    gen = [BEGIN, "", header(doc, r13), "", *target_lines, ""]
+    if targets_plot(items, os.path.join(img, "targets.png")):
         gen += ["![every round of every target, relative to the target](img/targets.png)", ""]
-    if ins:
-        gen += [instructions_table(ins), ""]
-    if dk:
-        gen += [dask_table(dk), ""]
-    if mp:
-        gen += [map_table(mp), ""]
-    if sh:
-        gen += [shapes_table(sh), ""]
-    if ex:
-        gen += [executor_table(ex), ""]
-    if dg:
-        gen += [dask_get_table(dg), ""]
-    gen += [tables(doc, gil), END]
-    text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    parts = [(pt, lambda: per_task_table(pt, o.get("per_task"), targets.PER_TASK_KEYS)),
+             (r["predict"], lambda: predict_table(r["predict"], o.get("predict"))),
+             (r["map_fanout"], lambda: map_table(r["map_fanout"], o.get("map_fanout"))),
+             (r["shapes"], lambda: shapes_table(r["shapes"], o.get("shapes"))),
+             (doc, lambda: suite_table(doc, o.get("ft"), r["gil"])),
+             (r["instructions"], lambda: instructions_table(r["instructions"], o.get("instructions"), doc["env"])),
+             (r["executor"], lambda: executor_table(r["executor"])),
+             (r["dask_get"], lambda: dask_get_table(r["dask_get"], img)),
+             (r["dask"], lambda: dask_table(r["dask"]))]
+    for data, table in parts:
+        if data:
+            gen += [table(), ""]
+    if plot(doc, os.path.join(img, "benchmarks.png")):
+        gen += ["![speed-up vs workers, and per-task overhead per tool](img/benchmarks.png)", ""]
+    skipped = skipped_line(r, r13)
+    gen += ([skipped, ""] if skipped else []) + [END]
+    text = open(a.doc).read() if os.path.exists(a.doc) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     i, j = text.index(BEGIN), text.index(END) + len(END)
-    with open(DOC, "w") as f:
+    with open(a.doc, "w") as f:
         f.write(text[:i] + "\n".join(gen) + text[j:])
-    print(f"wrote {LATEST}, {DOC}" + (f", {PNG}" if os.path.exists(PNG) else ""))
+    print(f"wrote {latest}, {a.doc} and its plots in {img}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ results; benchmarks/report.py turns it into the table and the plot.
     python benchmarks/suite.py [--quick] [--gil-subset] --out FILE
 
 --gil-subset runs workloads 1, 3 and 6 for taskgraph and serial only (for the GIL build).
+
+Beside the tables, the fork-join and DAG workloads (2-7) run serially and on taskgraph with 2
+workers in alternated rounds (benchmarks/_common.py: at least 5), one speed-up per round, with
+the machine's load: the figures report.py sets beside the same ones of another interpreter.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import sys
 import time
 
 import taskgraph as tg
+from _common import Machine, alternate, summary
 
 RUNS = 5
 WORKERS = (1, 2, 4)
@@ -202,14 +207,20 @@ def w1_trivial(p, size, tools):
     return out
 
 
+def fib_spawn_pair(s, size):
+    n = size["fib_spawn"]
+    return (lambda: fib_serial(n)), (lambda: s.compute(fib_t(n)))
+
+
 def w2_fib_spawn(p, size, tools):
     n = size["fib_spawn"]
+    ser, par = fib_spawn_pair(p.tg, size)
     out = {}
     expect = fib_serial(n)
     if "serial" in tools:
-        out["serial"] = measure(lambda: fib_serial(n))
+        out["serial"] = measure(ser)
     if "taskgraph" in tools:
-        out["taskgraph"] = measure(lambda: p.tg.compute(fib_t(n)), check=lambda v: v == expect)
+        out["taskgraph"] = measure(par, check=lambda v: v == expect)
         out["taskgraph"]["tasks"] = _fib_calls(n, 0)
     for tool in tools:
         if tool not in out:
@@ -228,16 +239,22 @@ def _fib_leaves(n, cutoff):
     return _fib_leaves(n - 1, cutoff) + _fib_leaves(n - 2, cutoff)
 
 
+def fib_cutoff_pair(s, size):
+    n, c = size["fib_cut"], size["fib_cutoff"]
+    return (lambda: fib_serial(n)), (lambda: s.compute(fib_t(n, c)))
+
+
 def w3_fib_cutoff(p, size, tools):
     n, c = size["fib_cut"], size["fib_cutoff"]
+    ser, par = fib_cutoff_pair(p.tg, size)
     expect = fib_serial(n)
     leaves = _fib_leaves(n, c)  # the closest equivalent for peers: top-level fan-out of leaves
     out = {}
     for tool in tools:
         if tool == "serial":
-            r = measure(lambda: fib_serial(n))
+            r = measure(ser)
         elif tool == "taskgraph":
-            r = measure(lambda: p.tg.compute(fib_t(n, c)), check=lambda v: v == expect)
+            r = measure(par, check=lambda v: v == expect)
             r["tasks"] = _fib_calls(n, c)
         elif tool == "threadpool":
             r = measure(lambda: sum(p.tpe.map(fib_serial, leaves)), check=lambda v: v == expect)
@@ -271,10 +288,19 @@ def _sample_sort_parts(xs, parts):
     return buckets
 
 
-def w4_quicksort(p, size, tools):
-    n, c = size["qsort"], size["qsort_cutoff"]
+def quicksort_input(size):
     rnd = random.Random(1)
-    data = array("d", (rnd.random() for _ in range(n)))
+    return array("d", (rnd.random() for _ in range(size["qsort"])))
+
+
+def quicksort_pair(s, size, data=None):
+    data, c = quicksort_input(size) if data is None else data, size["qsort_cutoff"]
+    return (lambda: quicksort_serial(data, c)), (lambda: s.compute(quicksort_t(data, c)))
+
+
+def w4_quicksort(p, size, tools):
+    data = quicksort_input(size)
+    ser, par = quicksort_pair(p.tg, size, data)
     xs = list(data)
     expect = sorted(xs)
     ok = lambda v: list(v) == expect  # noqa: E731
@@ -282,9 +308,9 @@ def w4_quicksort(p, size, tools):
     parts = 4 * p.w
     for tool in tools:
         if tool == "serial":
-            r = measure(lambda: quicksort_serial(data, c), check=ok)
+            r = measure(ser, check=ok)
         elif tool == "taskgraph":
-            r = measure(lambda: p.tg.compute(quicksort_t(data, c)), check=ok)
+            r = measure(par, check=ok)
         elif tool == "threadpool":
             r = measure(lambda: [y for b in p.tpe.map(sort_bucket, _sample_sort_parts(xs, parts)) for y in b], check=ok)
         elif tool == "processpool":
@@ -311,19 +337,26 @@ def _stencil_serial(width, steps, k):
     return row
 
 
+def _stencil_taskgraph(s, width, steps, k):
+    row = [i % 97 for i in range(width)]
+    for _ in range(steps):
+        row = [stencil_t(k, row[max(i - 1, 0)], row[i], row[min(i + 1, width - 1)])
+               for i in range(width)]
+    return s.compute(*row)
+
+
+def stencil_pair(s, size):
+    width, steps, k = size["stencil_w"], size["stencil_s"], size["stencil_k"]
+    return (lambda: _stencil_serial(width, steps, k)), (lambda: _stencil_taskgraph(s, width, steps, k))
+
+
 def w5_stencil(p, size, tools):
     width, steps, k = size["stencil_w"], size["stencil_s"], size["stencil_k"]
+    ser, par = stencil_pair(p.tg, size)
     expect = _stencil_serial(width, steps, k)
     ok = lambda v: list(v) == expect  # noqa: E731
     tasks = width * steps
     out = {}
-
-    def tg_run():
-        row = [i % 97 for i in range(width)]
-        for _ in range(steps):
-            row = [stencil_t(k, row[max(i - 1, 0)], row[i], row[min(i + 1, width - 1)])
-                   for i in range(width)]
-        return p.tg.compute(*row)
 
     def tpe_run():  # futures that block on their inputs (safe: inputs are submitted first)
         def cell(fa, fb, fc):
@@ -343,9 +376,9 @@ def w5_stencil(p, size, tools):
 
     for tool in tools:
         if tool == "serial":
-            r = measure(lambda: _stencil_serial(width, steps, k), check=ok)
+            r = measure(ser, check=ok)
         elif tool == "taskgraph":
-            r = measure(tg_run, check=ok)
+            r = measure(par, check=ok)
         elif tool == "threadpool":
             r = measure(tpe_run, check=ok)
         elif tool == "dask-threads":
@@ -381,15 +414,21 @@ def _cell_star(args):
     return stencil_cell(*args)
 
 
+def coarse_pair(s, size):
+    n, k = size["coarse_n"], size["coarse_k"]
+    return (lambda: [coarse(k) for _ in range(n)]), (lambda: list(s.compute(*[coarse_t(k) for _ in range(n)])))
+
+
 def w6_coarse(p, size, tools):
     n, k = size["coarse_n"], size["coarse_k"]
+    ser, par = coarse_pair(p.tg, size)
     expect = [coarse(k)] * n
     out = {}
     for tool in tools:
         if tool == "serial":
-            r = measure(lambda: [coarse(k) for _ in range(n)])
+            r = measure(ser)
         elif tool == "taskgraph":
-            r = measure(lambda: list(p.tg.compute(*[coarse_t(k) for _ in range(n)])), check=lambda v: v == expect)
+            r = measure(par, check=lambda v: v == expect)
         elif tool == "threadpool":
             r = measure(lambda: list(p.tpe.map(coarse, [k] * n)), check=lambda v: v == expect)
         elif tool == "processpool":
@@ -407,15 +446,23 @@ def w6_coarse(p, size, tools):
     return out
 
 
+UTS_M, UTS_Q = 4, 0.24
+
+
+def uts_pair(s, size):
+    b0, k = size["uts_b0"], size["uts_k"]
+    return (lambda: uts_root_serial(b0, UTS_M, UTS_Q, k)), (lambda: s.compute(uts_root_t(b0, UTS_M, UTS_Q, k)))
+
+
 def w7_uts(p, size, tools):
-    b0, m, q, k = size["uts_b0"], 4, 0.24, size["uts_k"]
-    expect = uts_root_serial(b0, m, q, 0)
+    ser, par = uts_pair(p.tg, size)
+    expect = uts_root_serial(size["uts_b0"], UTS_M, UTS_Q, 0)
     out = {}
     if "serial" in tools:
-        out["serial"] = measure(lambda: uts_root_serial(b0, m, q, k), check=lambda v: v == expect)
+        out["serial"] = measure(ser, check=lambda v: v == expect)
     if "taskgraph" in tools:
         before = p.tg.stats()
-        r = measure(lambda: p.tg.compute(uts_root_t(b0, m, q, k)), check=lambda v: v == expect)
+        r = measure(par, check=lambda v: v == expect)
         after = p.tg.stats()
         stolen = sum(a["stolen"] - b["stolen"] for a, b in zip(after, before)) / r["runs"]
         r["tasks"] = expect
@@ -445,6 +492,35 @@ FULL = dict(trivial=100_000, trivial_proc=20_000, trivial_dask=10_000, fib_spawn
 QUICK = dict(trivial=10_000, trivial_proc=2_000, trivial_dask=2_000, fib_spawn=16, fib_cut=25,
              fib_cutoff=14, qsort=100_000, qsort_cutoff=5_000, stencil_w=16, stencil_s=16,
              stencil_k=150, coarse_n=200, coarse_k=12_000, uts_b0=40, uts_k=250)
+# The fork-join and DAG workloads: (serial, taskgraph) as functions of no arguments, for the
+# alternated rounds.
+PAIRS = {2: fib_spawn_pair, 3: fib_cutoff_pair, 4: quicksort_pair, 5: stencil_pair,
+         6: coarse_pair, 7: uts_pair}
+
+
+def alternated_speedups(size, runs, workloads):
+    """Each fork-join and DAG workload serially and on taskgraph with 2 workers, alternated,
+    `runs` rounds: {workload: its times, the speed-up of each round, the machine's load}."""
+    out = {}
+    with tg.Scheduler(workers=2) as s:
+        for k in workloads:
+            if k not in PAIRS:
+                continue
+            ser, par = PAIRS[k](s, size)
+            ser(), par()  # warm up
+            m = Machine()
+            t_ser, t_par = alternate([ser, par], runs)
+            load = m.stop()
+            sp = [a / b for a, b in zip(t_ser, t_par)]
+            out[str(k)] = {"title": WORKLOADS[k][0], "serial": summary(t_ser),
+                           "taskgraph_2w": summary(t_par), "speedup": summary(sp), "values": sp,
+                           "load": load}
+            print(f"  workload {k} ({WORKLOADS[k][0]}), 2 workers over serial, {runs} alternated "
+                  f"rounds: {out[str(k)]['speedup']['median']:.2f} [{min(sp):.2f}-{max(sp):.2f}]",
+                  flush=True)
+    return out
+
+
 ALL_TOOLS = ["serial", "taskgraph", "threadpool", "processpool", "joblib-threads", "joblib-loky",
              "dask-threads"]
 
@@ -482,8 +558,9 @@ def main(argv=None):
                       f"in {time.time() - t0:.1f} s", flush=True)
         finally:
             peers.close()
+    alternated = {} if a.gil_subset else alternated_speedups(size, 5 if a.quick else 7, wl)
     with open(a.out, "w") as f:
-        json.dump({"env": env, "results": results}, f, indent=1)
+        json.dump({"env": env, "results": results, "alternated": alternated}, f, indent=1)
     print(f"wrote {a.out}")
 
 

@@ -1,6 +1,6 @@
 /* The cost of sharing a cache line: how long one atomic read-modify-write takes on a line
  * that another thread writes too, so that the line moves between two cores on every
- * operation. The speed-up simulator (taskgraph/_simulate.py) charges it for each RMW the
+ * operation. The speed-up simulator (taskgraph/trace/simulate.py) charges it for each RMW the
  * scheduler makes on a line shared between workers (docs/design/scheduler.md, "Shared atomics
  * per spawned task"): measured on the machine that predicts, not a constant. Plain C11 and
  * POSIX threads; no Python.h. */

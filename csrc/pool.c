@@ -9,9 +9,13 @@
 #include <string.h>
 
 #include "poolstate.h"
+#include "sparestate.h"
 #include "thief.h"
 
 #define INJECT_BATCH_MAX 32  /* most tasks a worker takes from the injector at once */
+/* How long a join whose awaited task runs on another thread leaves work from outside to the
+ * others (join_defers, below). */
+#define JOIN_DEFER_NS 50000000L
 
 /* How a searcher that finds no work anywhere waits (docs/design/sleep.md). Times in ns. */
 #define DRY_LOOKS 12         /* looks that find no work anywhere before a searcher parks */
@@ -20,18 +24,24 @@
 
 static void no_hook(void *ctx) { (void)ctx; }
 
-tg_pool *tg_pool_new(int nworkers) {
-    if (nworkers < 1 || nworkers > TG_MAX_WORKERS) return NULL;
+tg_pool *tg_pool_new(int nworkers) { return tg_pool_new_spares(nworkers, 0); }
+
+tg_pool *tg_pool_new_spares(int nworkers, int nspares) {
+    if (nworkers < 1 || nworkers > TG_MAX_WORKERS || nspares < 0 || nspares > TG_MAX_SPARES) return NULL;
     tg_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
+    int slots = nworkers + nspares;
     p->n = nworkers;
-    p->w = aligned_alloc(64, sizeof(tg_worker) * (size_t)nworkers);
+    p->nslots = slots;
+    p->w = aligned_alloc(64, sizeof(tg_worker) * (size_t)slots);
     /* Zero-filled at once: a worker whose deque was not allocated yet has dq == NULL, which
      * is where the failure path stops freeing. */
-    if (p->w) memset(p->w, 0, sizeof(tg_worker) * (size_t)nworkers);
+    if (p->w) memset(p->w, 0, sizeof(tg_worker) * (size_t)slots);
     if (!p->w || tg_injector_init(&p->inj, 64) != 0) goto fail;
-    if (tg_sleep_init(&p->sl, nworkers) != 0) goto fail;
-    for (int i = 0; i < nworkers; i++) {
+    if (tg_sleep_init(&p->sl, slots) != 0) goto fail;
+    /* Only the workers are in use until a spare goes on duty (spare.c). Single-threaded here. */
+    atomic_store_explicit(&p->sl.span, nworkers, memory_order_relaxed);
+    for (int i = 0; i < slots; i++) {
         tg_worker *w = &p->w[i];
         w->dq = tg_deque_new(64);
         if (!w->dq) goto fail;
@@ -42,20 +52,26 @@ tg_pool *tg_pool_new(int nworkers) {
         atomic_init(&w->gate_k, 0);
         atomic_init(&w->gate_dries, 0);
         atomic_init(&w->dries, 0);
+        atomic_init(&w->idle_now, 1);
+        atomic_init(&w->blocking, 0);
+        atomic_init(&w->has_clock, 0);
     }
+    if (tg_spares_init(p, nspares) != 0) goto fail;
     atomic_init(&p->shutdown, 0);
     p->idle_begin = p->idle_end = no_hook;
+    p->join_defer_ns = JOIN_DEFER_NS;
     return p;
 fail: /* free what was made: the workers up to the first without a deque, the injector and
        * the sleepers if made */
-    for (p->n = 0; p->w && p->n < nworkers && p->w[p->n].dq; p->n++) {}
+    for (p->nslots = 0; p->w && p->nslots < slots && p->w[p->nslots].dq; p->nslots++) {}
     tg_pool_free(p);
     return NULL;
 }
 
 void tg_pool_free(tg_pool *p) {
     if (!p) return;
-    for (int i = 0; i < p->n; i++) tg_deque_free(p->w[i].dq);
+    for (int i = 0; i < p->nslots; i++) tg_deque_free(p->w[i].dq);
+    tg_spares_destroy(p);
     if (p->inj.buf) tg_injector_destroy(&p->inj);
     tg_sleep_destroy(&p->sl);
     free(p->w);
@@ -64,10 +80,14 @@ void tg_pool_free(tg_pool *p) {
 
 int tg_pool_workers(const tg_pool *p) { return p->n; }
 
+int tg_pool_slots(const tg_pool *p) { return p->nslots; }
+
 void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end) {
     p->idle_begin = begin ? begin : no_hook;
     p->idle_end = end ? end : no_hook;
 }
+
+void tg_pool_set_join_defer(tg_pool *p, int64_t ns) { p->join_defer_ns = ns; }
 
 void tg_pool_set_park_probe(tg_pool *p, void (*probe)(void *ctx, int w), void *ctx) {
     p->sl.probe_ctx = ctx;
@@ -100,6 +120,7 @@ void tg_pool_shutdown(tg_pool *p) {
     tg_injector_close(&p->inj);
     atomic_store_explicit(&p->shutdown, 1, memory_order_seq_cst);
     tg_sleep_wake_all(&p->sl);
+    tg_spares_wake_all(p); /* the manager and the spares off duty */
 }
 
 /* ------------------------------------------------------------------------- queues */
@@ -118,7 +139,7 @@ tg_push tg_pool_inject(tg_pool *p, tg_task *const *tasks, int64_t n) {
  * onto w's own deque (where other workers may steal them). 1 if something was taken. */
 static int take_injected(tg_pool *p, int w, uint64_t *out) {
     uint64_t items[INJECT_BATCH_MAX];
-    int64_t took = tg_injector_take(&p->inj, p->n, room(p, w, INJECT_BATCH_MAX), items);
+    int64_t took = tg_injector_take(&p->inj, span_of(p), room(p, w, INJECT_BATCH_MAX), items);
     if (took == 0) return 0;
     keep_rest(p, w, items, took, 1);
     for (int64_t i = 0; i < took; i++) stat_inc(&p->w[w], TG_STAT_INJECTED);
@@ -128,20 +149,24 @@ static int take_injected(tg_pool *p, int w, uint64_t *out) {
 
 int64_t tg_pool_queued(tg_pool *p) {
     int64_t n = tg_injector_count(&p->inj); /* an estimate */
-    for (int i = 0; i < p->n; i++) n += tg_deque_size(p->w[i].dq);
+    for (int i = 0, span = span_of(p); i < span; i++) n += tg_deque_size(p->w[i].dq);
     return n;
 }
 
+int64_t tg_pool_deque_size(tg_pool *p, int w) { return tg_deque_size(p->w[w].dq); }
+
 int tg_pool_wants_work(tg_pool *p, int w) {
     /* tg_deque_size's loads are relaxed: a hint, as tg_sleep_someone_idle's. */
-    return p->n > 1 && tg_deque_size(p->w[w].dq) == 0 && tg_sleep_someone_idle(&p->sl);
+    return p->nslots > 1 && tg_deque_size(p->w[w].dq) == 0 && tg_sleep_someone_idle(&p->sl);
 }
 
 /* Is there work that worker w could take (another deque, or the injector)? */
 static int work_visible(tg_pool *p, int w) {
     /* Relaxed loads: ordered after the registration in `idle` by tg_sleep_prepare's seq_cst fence. */
     if (tg_injector_count(&p->inj) > 0) return 1;
-    for (int i = 0; i < p->n; i++)
+    /* The span after the same fence: covers every spare slot whose thread pushed before its
+     * own F_p (sleep.md, "Spare workers"). */
+    for (int i = 0, span = span_of(p); i < span; i++)
         if (i != w && tg_deque_size(p->w[i].dq) > 0) return 1;
     return 0;
 }
@@ -220,7 +245,7 @@ int tg_pool_finish(tg_pool *p, int w, tg_task *t, tg_state final, tg_task **refu
     /* Rule 2 (sleep.md): t's final state is stored; wake whoever sleeps in a join for it.
      * Only a pool's workers register as joiners: in a pool of one worker finishing its own
      * task, that worker is awake. */
-    if (tp && !(tp == p && w >= 0 && p->n == 1)) tg_sleep_wake_joiners(&tp->sl, t);
+    if (tp && !(tp == p && w >= 0 && p->nslots == 1)) tg_sleep_wake_joiners(&tp->sl, t);
     return ended;
 }
 
@@ -288,14 +313,34 @@ typedef enum {
     SEARCH_NOTHING = 0,  /* still counted as searching: the caller parks */
     SEARCH_INJECTED = 1, /* *out taken from the injector (no longer searching) */
     SEARCH_STOLEN = 2,   /* *out stolen from another worker (no longer searching) */
-    SEARCH_STOP = 3      /* `awaited` finished or the pool shuts down (no longer searching) */
+    SEARCH_STOP = 3,     /* `awaited` finished or the pool shuts down (no longer searching) */
+    SEARCH_DEFER = 4     /* a join left injected work to the others (no longer searching) */
 } search_result;
+
+/* Whether a join for `awaited` leaves work from outside (the injector) to the others now: the
+ * awaited task runs on another thread (a task not started yet may be in the injector itself)
+ * and the join has waited less than p->join_defer_ns (JOIN_DEFER_NS) since `since`. Work
+ * from outside may wait (I/O, a sleep: Executor calls, computes from other threads): a join
+ * that ran it would wait as long, and its own task with it, while the awaited task is usually
+ * done far sooner. The bound keeps liveness where nobody else takes that work (every other
+ * worker busy, and no spare: the awaited task may itself wait for it). */
+static int join_defers(tg_pool *p, tg_task *awaited, int64_t since) {
+    return awaited && tg_task_state(awaited) == TG_RUNNING && tg_now_ns() - since < p->join_defer_ns;
+}
+
+/* Whether tasks wait now (declared, or found by the manager): the deques may then hold tasks
+ * that wait too (a spare takes a batch from the injector), so a deferring join steals only
+ * from its task's thief, whose deque holds that task's own children. Relaxed: a hint. */
+static int tasks_wait(tg_pool *p) {
+    return p->sp.limit && (atomic_load_explicit(&p->sp.blocked, memory_order_relaxed) > 0 ||
+                           atomic_load_explicit(&p->sp.stalled, memory_order_relaxed) > 0);
+}
 
 /* Searches the injector and the other deques. Looks that find nothing anywhere come at
  * doubling intervals, DRY_LOOKS of them before the caller parks. Work that is there but held
  * (behind a gate, or a lone task) is watched at doubling intervals up to WATCH_MAX_NS, by one
  * searcher: a searcher that is not the only one leaves it to the others and parks. */
-static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) {
+static search_result search(tg_pool *p, int w, tg_task *awaited, int64_t since, uint64_t *out) {
     tg_sleep_search_begin(&p->sl);
     int dry = 0;
     int64_t dry_wait = DRY_WAIT_NS, watch = WATCH_MIN_NS;
@@ -304,7 +349,8 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
             tg_sleep_search_end(&p->sl);
             return SEARCH_STOP;
         }
-        if (take_injected(p, w, out)) {
+        int defer = join_defers(p, awaited, since);
+        if (!defer && take_injected(p, w, out)) {
             tg_sleep_search_end(&p->sl);
             return SEARCH_INJECTED;
         }
@@ -313,12 +359,20 @@ static search_result search(tg_pool *p, int w, tg_task *awaited, uint64_t *out) 
         int64_t now = tg_now_ns();
         /* Steal-half only outside a join: a joiner takes one task at a time, so that what
          * it nests under its join stays one stolen task (and its descendants), as before. */
-        look_result r = tg_thief_pass(p, w, first, awaited == NULL, now, out);
+        int narrow = defer && first >= 0 && tasks_wait(p);
+        look_result r = narrow ? tg_thief_from(p, w, first, now, out)
+                               : tg_thief_pass(p, w, first, awaited == NULL, now, out);
         if (r == LOOK_STOLEN) {
             tg_sleep_search_end(&p->sl);
             return SEARCH_STOLEN;
         }
         if (r == LOOK_NOTHING) {
+            if (defer && (narrow || tg_injector_count(&p->inj) > 0)) {
+                /* Work it leaves to the others: it stops searching, so the last searcher to
+                 * stop wakes a sleeper for that work (rule 3), and parks as a joiner. */
+                tg_sleep_search_end(&p->sl);
+                return SEARCH_DEFER;
+            }
             if (++dry >= DRY_LOOKS) return SEARCH_NOTHING;
             spin_until(p, awaited, now, now + dry_wait);
             dry_wait = dry_wait * 2 > DRY_WAIT_MAX_NS ? DRY_WAIT_MAX_NS : dry_wait * 2;
@@ -343,9 +397,18 @@ static long next_poll(long ns) { return ns * 2 < TG_POLL_MAX_NS ? ns * 2 : TG_PO
 static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int how, tg_task **out) {
     uint64_t item;
     long poll_ns = 50000;
+    int spare = w >= p->n && !awaited; /* a spare at its outermost level: it may leave duty */
+    int64_t since = awaited ? tg_now_ns() : 0;
     for (;;) {
         if (awaited && finished(awaited)) return TG_FIND_JOINED;
         if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
+        if (spare && tg_spare_leave(p, w)) {
+            /* It may have been woken for new work (a sleeper like any other) and leaves without
+             * taking it: it passes the wake-up on (sleep.md, "Spare workers"). It saw that work
+             * through the wake (rule 0); it is no searcher or sleeper any more. */
+            if (work_visible(p, w)) tg_sleep_notify(&p->sl);
+            return TG_FIND_LEAVE;
+        }
         if (!(how & TG_LOOK_STEAL)) {
             /* Work from outside has no owner that would run it: take it, even this deep (a
              * no-steal join whose awaited task sits in the injector would otherwise wait
@@ -356,12 +419,19 @@ static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int how, tg_task *
             poll_ns = next_poll(poll_ns);
             continue;
         }
-        switch (search(p, w, awaited, &item)) {
+        switch (search(p, w, awaited, since, &item)) {
+        case SEARCH_DEFER:
+            /* Woken by its task's end; or it looks again within a poll, the injected work
+             * possibly still there and the bound on deferring nearer. */
+            park(p, w, awaited, TG_SLEEP_JOIN, poll_ns);
+            poll_ns = next_poll(poll_ns);
+            continue;
         case SEARCH_INJECTED: return hand_out(p, w, item, 0, out);
         case SEARCH_STOLEN: return hand_out(p, w, item, 1, out);
         case SEARCH_STOP: continue; /* re-evaluated at the top of the loop */
         case SEARCH_NOTHING:
-            park(p, w, awaited, TG_SLEEP_COUNTED, how & TG_LOOK_POLL ? poll_ns : 0);
+            /* A spare on duty wakes now and then to see whether it is still needed. */
+            park(p, w, awaited, TG_SLEEP_COUNTED, how & TG_LOOK_POLL ? poll_ns : spare ? SPARE_RECHECK_NS : 0);
             poll_ns = next_poll(poll_ns);
             continue;
         }
@@ -372,20 +442,22 @@ tg_find tg_pool_find(tg_pool *p, int w, tg_task *awaited, int how, void *idle_ct
     uint64_t item;
     if (awaited && finished(awaited)) return TG_FIND_JOINED;
     /* A pool of one worker has no thief: its pop needs neither fence nor CAS. */
-    if ((p->n == 1 ? tg_deque_pop_alone(p->w[w].dq, &item) : tg_deque_pop(p->w[w].dq, &item)) == TG_OK)
+    if ((p->nslots == 1 ? tg_deque_pop_alone(p->w[w].dq, &item) : tg_deque_pop(p->w[w].dq, &item)) == TG_OK)
         return hand_out(p, w, item, 0, out);
-    if (p->n > 1) note_dry(&p->w[w]); /* the gates on this deque's work lapse (thief.c) */
+    if (p->nslots > 1) note_dry(&p->w[w]); /* the gates on this deque's work lapse (thief.c) */
     if (is_shutdown(p)) return TG_FIND_SHUTDOWN;
     if (!awaited && p->w[w].stole_from >= 0) tg_thief_learn(p, w, tg_now_ns());
+    note_idle(&p->w[w]);
     p->idle_begin(idle_ctx);
     tg_find r = find_idle(p, w, awaited, how, out);
     p->idle_end(idle_ctx);
+    if (r <= TG_FIND_JOINED) note_busy(p, w); /* back to a task's code: the manager may watch */
     return r;
 }
 
 int tg_pool_drain(tg_pool *p, tg_task **out) {
     uint64_t item;
-    for (int i = 0; i < p->n; i++) {
+    for (int i = 0; i < p->nslots; i++) {
         if (tg_deque_pop(p->w[i].dq, &item) == TG_OK) { /* single-threaded: pop any deque */
             hand_out(p, 0, item, 0, out);
             (*out)->skip = 1;

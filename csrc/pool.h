@@ -20,7 +20,9 @@ typedef enum {
     TG_FIND_SKIP = 1,    /* *out: a task that must not run (poisoned, or its run was
                           * cancelled): finish it as TG_CANCELLED */
     TG_FIND_JOINED = 2,  /* the awaited task has finished */
-    TG_FIND_SHUTDOWN = 3 /* the pool is shutting down */
+    TG_FIND_SHUTDOWN = 3, /* the pool is shutting down */
+    TG_FIND_LEAVE = 4     /* a spare at its outermost level only: the pool no longer needs it
+                           * on duty; its own deque is empty (tg_pool_spare_wait) */
 } tg_find;
 
 /* What happened to a task given to the pool. */
@@ -41,9 +43,18 @@ typedef void (*tg_idle_fn)(void *ctx);
 /* The most workers a pool has (taskgraph.Scheduler's limit too: exported as MAX_WORKERS). */
 #define TG_MAX_WORKERS 4096
 
-/* A pool for nworkers workers (1..TG_MAX_WORKERS). NULL when out of memory or nworkers is
- * invalid. */
+/* The most spare workers a pool has (docs/design/sleep.md, "Spare workers"). */
+#define TG_MAX_SPARES 1024
+
+/* A pool for nworkers workers (1..TG_MAX_WORKERS) and no spares. NULL when out of memory or
+ * nworkers is invalid. */
 tg_pool *tg_pool_new(int nworkers);
+/* The same with nspares (0..TG_MAX_SPARES) spare slots: workers that the pool's manager puts
+ * on duty while tasks wait (declared with tg_pool_block_begin, or found waiting by the
+ * manager's scan) and work is queued. Slots nworkers..nworkers+nspares-1. */
+tg_pool *tg_pool_new_spares(int nworkers, int nspares);
+/* Workers and spare slots. */
+int tg_pool_slots(const tg_pool *p);
 /* Frees the pool. Every worker must have returned from tg_pool_find for good. */
 void tg_pool_free(tg_pool *p);
 /* From now on tg_pool_find returns TG_FIND_SHUTDOWN once the worker's own deque is empty
@@ -64,6 +75,10 @@ void tg_pool_set_idle_hooks(tg_pool *p, tg_idle_fn begin, tg_idle_fn end);
  * sleeper and before it re-checks the queues (docs/design/sleep.md); a test holds it there to
  * prove that a wake-up in that window is not lost. NULL removes the probe. */
 void tg_pool_set_park_probe(tg_pool *p, void (*probe)(void *ctx, int w), void *ctx);
+/* Tests only, before the workers start: how long a join whose awaited task runs elsewhere
+ * leaves the injector (and, while tasks wait, the deques of workers other than its task's
+ * thief) alone; pool.c's JOIN_DEFER_NS by default. */
+void tg_pool_set_join_defer(tg_pool *p, int64_t ns);
 
 /* Claims t for run (run->pool == p) as a child covered by the task running on worker w
  * (tg_task_claim_child: that task finishes only after t, or holds the run) and pushes it onto
@@ -129,5 +144,57 @@ void tg_pool_stats(tg_pool *p, int w, int64_t *out);
 uint64_t tg_pool_progress(tg_pool *p, int w);
 /* Approximate number of queued tasks (all deques and the injector). */
 int64_t tg_pool_queued(tg_pool *p);
+/* Tasks on worker w's own deque (approximate, as tg_pool_queued: relaxed loads). */
+int64_t tg_pool_deque_size(tg_pool *p, int w);
+
+/* ---- Waiting tasks and spare workers (spare.c; docs/design/sleep.md, "Spare workers") ----
+ *
+ * Slot w's thread (a worker, or a spare's thread once it is on duty): registers / forgets its
+ * CPU clock, which the manager reads to tell a task that waits from one that computes. */
+void tg_pool_attach(tg_pool *p, int w);
+void tg_pool_detach(tg_pool *p, int w);
+/* A task on slot w is about to wait (a declared wait) / has stopped waiting. While it waits a
+ * spare may be put on duty (the manager is asked at once if none is free to come). Only from
+ * slot w's thread; nested calls are the caller's to count (one begin, one end). */
+void tg_pool_block_begin(tg_pool *p, int w);
+void tg_pool_block_end(tg_pool *p, int w);
+/* The manager's step, on a thread of its own: puts idle spares back on duty, scans the
+ * workers for undeclared waits (tasks that keep a slot without progress and use less than half
+ * of a core), and sleeps (without a timeout while every slot is idle). Returns a spare slot
+ * whose thread must be started now (it counts as on duty: the thread calls tg_pool_spare_begin,
+ * or the caller tg_pool_spare_failed), or -1 once the pool shuts down. */
+int tg_pool_manage(tg_pool *p);
+/* Whether the manager looks for waits nobody declared (default 1). With a lock that every
+ * thread of the process takes in turn (CPython's GIL), a thread waiting for it looks like a
+ * task that waits: the caller turns the looking off; declared waits still get spares. */
+void tg_pool_set_detection(tg_pool *p, int on);
+/* The OS refused the thread of spare slot w: the slot is free again, no new spare thread is
+ * tried for a second, and the failure is counted (tg_pool_spare_stats). */
+void tg_pool_spare_failed(tg_pool *p, int w);
+/* Spare slot w's new thread, before its first tg_pool_find (and after tg_pool_attach). */
+void tg_pool_spare_begin(tg_pool *p, int w);
+/* Spare slot w's thread after tg_pool_find returned TG_FIND_LEAVE or TG_FIND_SHUTDOWN at its
+ * outermost level: waits off duty. 1: back on duty (call tg_pool_find again); 0: its thread
+ * must end (idle for idle_ns, or shutdown; the slot is free and counted so). */
+int tg_pool_spare_wait(tg_pool *p, int w, int64_t idle_ns);
+/* Every thread of the process stops (a garbage collection) / goes on: process-wide, for every
+ * pool's manager, which judges no wait over an interval with such a stop in it (every thread
+ * waits then, and a spare would too). */
+void tg_pool_pause_note(int starting);
+/* The spares' counters. */
+typedef struct {
+    int64_t limit;       /* spare slots */
+    int64_t threads;     /* spare threads alive now (on duty or idle) */
+    int64_t peak;        /* the most spare threads alive at once */
+    int64_t on_duty;     /* spares on duty now */
+    int64_t blocked;     /* tasks inside a declared wait now */
+    int64_t stalled;     /* workers the manager found waiting undeclared at its last scan */
+    int64_t started;     /* spare threads started */
+    int64_t retired;     /* spare threads that ended after their idle time */
+    int64_t failed;      /* spare threads the OS refused */
+    int64_t stalls;      /* scans that found undeclared waits */
+    int64_t activations; /* times a spare was put on duty */
+} tg_spare_stats;
+void tg_pool_spare_stats(tg_pool *p, tg_spare_stats *out);
 
 #endif

@@ -49,6 +49,7 @@ int tg_sleep_init(tg_sleep *sl, int n) {
     atomic_init(&sl->idle, 0);
     atomic_init(&sl->joiners, 0);
     atomic_init(&sl->last_sleeper, 0);
+    atomic_init(&sl->span, n);
     return 0;
 }
 
@@ -105,7 +106,7 @@ void tg_sleep_wake_joiners(tg_sleep *sl, const void *t) {
      * state (rule 2). */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&sl->joiners, memory_order_relaxed) > 0)
-        for (int i = 0; i < sl->n; i++)
+        for (int i = 0, span = tg_sleep_span(sl); i < span; i++)
             /* Relaxed: ordered by the fences; a pointer comparison only. */
             if (atomic_load_explicit(&sl->s[i].waiting_for, memory_order_relaxed) == t)
                 wake_worker(sl, i, 0);
@@ -154,6 +155,28 @@ int tg_sleep_sleeping(tg_sleep *sl) {
         /* Relaxed: a snapshot of each worker's state, synchronising with nothing. */
         n += atomic_load_explicit(&sl->s[i].sleeping, memory_order_relaxed) == PARKED_IDLE;
     return n;
+}
+
+int tg_sleep_span(tg_sleep *sl) {
+    /* Relaxed: read after a seq_cst fence (F_p, F_s or F_f); a spare's slot is covered by its
+     * thread's seq_cst RMW in tg_sleep_enter_slot, sequenced before that thread's own fences
+     * (sleep.md, "Spare workers"). */
+    return atomic_load_explicit(&sl->span, memory_order_relaxed);
+}
+
+void tg_sleep_widen(tg_sleep *sl, int span) {
+    int32_t cur = atomic_load_explicit(&sl->span, memory_order_relaxed);
+    /* seq_cst CAS: pairs with the spare's RMW in tg_sleep_enter_slot (which reads this value
+     * or a later one: the spare learns of its duty through the spares' mutex, after this). */
+    while (cur < span && !atomic_compare_exchange_weak_explicit(&sl->span, &cur, span, memory_order_seq_cst,
+                                                                memory_order_relaxed)) {}
+}
+
+void tg_sleep_enter_slot(tg_sleep *sl) {
+    /* seq_cst RMW of the span (writes back what it reads): pairs with the fences F_p, F_s and
+     * F_f of other workers, which read the span after them; this write is sequenced before the
+     * spare's own fences, so whoever's fence follows them sees the spare's slot (sleep.md). */
+    atomic_fetch_add_explicit(&sl->span, 0, memory_order_seq_cst);
 }
 
 /* ------------------------------------------------------------------------- parking */

@@ -28,6 +28,10 @@ typedef struct {
     _Alignas(64) _Atomic uint64_t idle;
     _Atomic int32_t joiners;         /* workers registered in waiting_for */
     _Atomic int32_t last_sleeper;    /* the worker that last became a sleeper: woken first */
+    /* The slots that may be in use (0..span-1): the workers, and every spare slot that was
+     * ever on duty (sleep.md, "Spare workers"); only grows. Finishers look for joiners there;
+     * wake_one looks at all n. */
+    _Atomic int32_t span;
     void (*probe)(void *ctx, int w); /* tests only: see tg_pool_set_park_probe */
     void *probe_ctx;
 } tg_sleep;
@@ -63,6 +67,13 @@ uint32_t tg_sleep_searchers(tg_sleep *sl);
 int tg_sleep_someone_idle(tg_sleep *sl);
 /* How many workers sleep as sleepers (PARKED_IDLE) right now (a snapshot). */
 int tg_sleep_sleeping(tg_sleep *sl);
+/* The slots in use (relaxed: ordered by the caller's fences, see sleep.md "Spare workers"). */
+int tg_sleep_span(tg_sleep *sl);
+/* Raises the span to at least `span` (before a spare slot's thread goes on duty). */
+void tg_sleep_widen(tg_sleep *sl, int span);
+/* A spare slot's thread, going on duty (after the widen that covers it): a seq_cst RMW of the
+ * span, sequenced before everything it then does in the protocol (sleep.md). */
+void tg_sleep_enter_slot(tg_sleep *sl);
 
 /* Parking, phase 1: worker w registers (as a sleeper for TG_SLEEP_COUNTED, leaving the
  * searchers; as waiting for `awaited` if not NULL), then a seq_cst fence (F_s in sleep.md).

@@ -73,9 +73,51 @@ static int stood_still(tg_worker *me, int v, int64_t top, int64_t bottom, int64_
  * a successful steal takes up to half of the victim's deque (see steal_from). A deque behind
  * its gate (tg_thief_learn), or holding one task, is held: taken only once it has stood still
  * (stood_still). */
+/* Worker w looks at v's deque once: steals (a batch if `batch`) unless the deque is empty or
+ * its work is held (behind a gate, or a lone task that has not stood still long enough). */
+static look_result look_at(tg_pool *p, int w, int v, int batch, int64_t now, uint64_t *out) {
+    tg_worker *me = &p->w[w];
+    tg_worker *vw = &p->w[v];
+    stat_inc(me, TG_STAT_LOOKS);
+    int64_t top, bottom, pushes, size = tg_deque_look(vw->dq, &top, &bottom, &pushes);
+    if (size <= 0) return LOOK_NOTHING;
+    /* Relaxed: hints written by other thieves (tg_worker.gate_pushes). Behind a gate, the
+     * deque must stand still longer the finer its work has proved (so that a producer
+     * descheduled for a while loses a batch per wait, not its whole deque at once). */
+    int64_t gate = atomic_load_explicit(&vw->gate_pushes, memory_order_relaxed);
+    int64_t gk = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
+    /* A gate lapses when its victim runs dry: the work it was learnt on is gone (a new
+     * compute, or the next phase of this one, is judged afresh). */
+    if (gk && atomic_load_explicit(&vw->gate_dries, memory_order_relaxed) != dries_of(vw))
+        gate = gk = 0;
+    int64_t still = gk ? STILL_NS * (gk / GATE_MIN) : STILL_NS;
+    if (still > WATCH_MAX_NS) still = WATCH_MAX_NS;
+    if ((pushes < gate || size == 1) && !stood_still(me, v, top, bottom, pushes, now, still))
+        return LOOK_HELD;
+    for (int tries = 0; tries < 4; tries++) { /* retry a lost race a few times */
+        int64_t got = 0;
+        stat_inc(me, TG_STAT_STEAL_ATTEMPTS);
+        tg_status s = steal_from(p, w, v, batch, out, &got);
+        if (s == TG_OK) {
+            if (batch) { /* judged by tg_thief_learn when this worker runs dry again */
+                me->stole_from = v;
+                me->stole_at = now;
+                me->stole_n = got;
+                me->stole_dries = dries_of(vw);
+            }
+            return LOOK_STOLEN;
+        }
+        if (s == TG_EMPTY) break;
+        /* TG_RETRY: lost a race with the owner or another thief; try this victim again */
+    }
+    return LOOK_NOTHING;
+}
+
 look_result tg_thief_pass(tg_pool *p, int w, int first, int batch, int64_t now, uint64_t *out) {
     tg_worker *me = &p->w[w];
-    int n = p->n;
+    /* The workers and the spare slots ever on duty (relaxed: a stale span only skips a new
+     * spare's deque for one pass; the last searcher's re-check is what no work escapes). */
+    int n = span_of(p);
     if (n == 1) return LOOK_NOTHING;
     int start = first;
     if (start < 0 || start == w) {
@@ -88,43 +130,15 @@ look_result tg_thief_pass(tg_pool *p, int w, int first, int batch, int64_t now, 
     for (int k = 0; k < n; k++) {
         int v = (start + k) % n;
         if (v == w) continue;
-        tg_worker *vw = &p->w[v];
-        stat_inc(me, TG_STAT_LOOKS);
-        int64_t top, bottom, pushes, size = tg_deque_look(vw->dq, &top, &bottom, &pushes);
-        if (size <= 0) continue;
-        /* Relaxed: hints written by other thieves (tg_worker.gate_pushes). Behind a gate, the
-         * deque must stand still longer the finer its work has proved (so that a producer
-         * descheduled for a while loses a batch per wait, not its whole deque at once). */
-        int64_t gate = atomic_load_explicit(&vw->gate_pushes, memory_order_relaxed);
-        int64_t gk = atomic_load_explicit(&vw->gate_k, memory_order_relaxed);
-        /* A gate lapses when its victim runs dry: the work it was learnt on is gone (a new
-         * compute, or the next phase of this one, is judged afresh). */
-        if (gk && atomic_load_explicit(&vw->gate_dries, memory_order_relaxed) != dries_of(vw))
-            gate = gk = 0;
-        int64_t still = gk ? STILL_NS * (gk / GATE_MIN) : STILL_NS;
-        if (still > WATCH_MAX_NS) still = WATCH_MAX_NS;
-        if ((pushes < gate || size == 1) && !stood_still(me, v, top, bottom, pushes, now, still)) {
-            r = LOOK_HELD;
-            continue;
-        }
-        for (int tries = 0; tries < 4; tries++) { /* retry a lost race a few times */
-            int64_t got = 0;
-            stat_inc(me, TG_STAT_STEAL_ATTEMPTS);
-            tg_status s = steal_from(p, w, v, batch, out, &got);
-            if (s == TG_OK) {
-                if (batch) { /* judged by tg_thief_learn when this worker runs dry again */
-                    me->stole_from = v;
-                    me->stole_at = now;
-                    me->stole_n = got;
-                    me->stole_dries = dries_of(vw);
-                }
-                return LOOK_STOLEN;
-            }
-            if (s == TG_EMPTY) break;
-            /* TG_RETRY: lost a race with the owner or another thief; try this victim again */
-        }
+        look_result got = look_at(p, w, v, batch, now, out);
+        if (got == LOOK_STOLEN) return got;
+        if (got == LOOK_HELD) r = LOOK_HELD;
     }
     return r;
+}
+
+look_result tg_thief_from(tg_pool *p, int w, int v, int64_t now, uint64_t *out) {
+    return v == w ? LOOK_NOTHING : look_at(p, w, v, 0, now, out);
 }
 
 /* Worker w ran dry after a batch it stole outside a join: whether that batch paid for its move.

@@ -24,6 +24,9 @@ typedef enum {
  * of the victim's deque: the first into *out, the rest onto w's own deque, and the batch is
  * judged by tg_thief_learn when w next runs dry. Only from worker w's thread. */
 look_result tg_thief_pass(tg_pool *p, int w, int first, int batch, int64_t now, uint64_t *out);
+/* Worker w looks at worker v's deque only (one task, as a join steals): a join that leaves
+ * other work alone while tasks wait (pool.c, join_defers) steals from its task's thief. */
+look_result tg_thief_from(tg_pool *p, int w, int v, int64_t now, uint64_t *out);
 /* Worker w ran dry after a batch it stole outside a join (p->w[w].stole_from >= 0): judges
  * whether the batch paid for its move and opens or lengthens its victim's gate. Only from
  * worker w's thread. */

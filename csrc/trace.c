@@ -122,7 +122,7 @@ void tg_tracebuf_copy_ids(const tg_tracebuf *b, uint64_t *dst) {
 const char *tg_trace_rec_format(void) { return "<QQqqqIIiiiBBH"; }
 int tg_trace_rec_size(void) { return (int)sizeof(tg_trace_rec); }
 const char *tg_trace_rec_fields(void) {
-    return "id parent start end own deps_off ndeps name error worker stolen state attempt";
+    return "id parent start end own deps_off ndeps name error worker flags state attempt";
 }
 
 int tg_clock_uses_tsc;

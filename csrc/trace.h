@@ -1,6 +1,6 @@
 /* Execution-trace buffers: one per worker per trace, appended to by that worker only (the
  * observer in csrc/py/recorder.c), read after the trace has closed (Recorder.records(),
- * taskgraph/trace.py). Plain numbers only: the Python face keeps the names and error texts
+ * taskgraph/trace/record.py). Plain numbers only: the Python face keeps the names and error texts
  * in a table of its own and stores their indices here.
  *
  * The layout of a record is described once, here: tg_trace_rec_format() gives it as a Python
@@ -19,16 +19,22 @@ typedef struct tg_trace_rec {
     int64_t start;     /* ticks (tg_clock_ticks) */
     int64_t end;
     int64_t own;       /* ticks of its own work: end - start minus joins and collections */
-    uint32_t deps_off; /* its dependencies' key numbers: ids[deps_off .. deps_off + ndeps) */
+    uint32_t deps_off; /* its dependencies' key numbers: ids[deps_off .. deps_off + ndeps),
+                        * then, with flags & TG_REC_WAITS, its CPU time (ns, or -1 if not
+                        * measured) and its ticks inside declared waits: two more ids */
     uint32_t ndeps;
     int32_t name;      /* index of the task name in the recorder's object table */
     int32_t error;     /* index of (type name, message) in that table, or -1 */
     int32_t worker;    /* index of the worker that ran (or skipped) it */
-    uint8_t stolen;    /* 1 if the worker took it from another worker's deque */
+    uint8_t flags;     /* TG_REC_STOLEN: the worker took it from another worker's deque;
+                        * TG_REC_WAITS: its CPU time and declared waits follow its deps */
     uint8_t state;     /* tg_state: done, failed or cancelled */
     uint16_t attempt;  /* 0, or for a task with retries the attempt (each has its record; all
                         * but the last failed and were retried) */
 } tg_trace_rec;
+
+/* tg_trace_rec.flags */
+enum { TG_REC_STOLEN = 1, TG_REC_WAITS = 2 };
 
 typedef struct tg_tracebuf tg_tracebuf;
 
@@ -84,7 +90,7 @@ int tg_clock_tsc(void);
 void tg_clock_origin(int64_t *ticks, int64_t *ns);
 void tg_clock_pair(int64_t *ticks, int64_t *ns);
 
-/* Garbage collections while traces are open, in ticks: taskgraph/trace.py's gc callback
+/* Garbage collections while traces are open, in ticks: taskgraph/trace/record.py's gc callback
  * calls tg_trace_gc_phase(1) when a collection starts and (0) when it ends; the recorders
  * read the running total around each task. Collections stop every thread (and take the GIL
  * on GIL builds), so no task starts or ends during one. */

@@ -6,7 +6,6 @@ taskgraph.dask.DaskScheduler (a dask cluster). ``compute``, ``use_scheduler`` an
 ``Node.result()`` accept any object that implements it (``isinstance(x, Backend)``)."""
 from __future__ import annotations
 
-import types
 from typing import Protocol, runtime_checkable
 
 from taskgraph._native import core
@@ -41,16 +40,18 @@ class Backend(Protocol):
 def _refuse_functions(args):
     """TypeError for an argument of compute() that is a function or a task, not a Node: it
     would come back unchanged (compute returns what is not a Node as it is), which is never
-    what was meant (a task not called, or a function never made a task)."""
-    for a in args:
-        if isinstance(a, core.Task):
-            raise TypeError(f"compute() got the task {a.name!r} itself, not a Node: call it "
-                            "first, tg.compute(task(arguments)), not tg.compute(task)")
-        if isinstance(a, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
-            name = getattr(a, "__qualname__", None) or repr(a)
-            raise TypeError(f"compute() got the function {name}, not a Node: compute runs "
-                            "Nodes, which calling a task makes; make it a task and call it, "
-                            "e.g. tg.compute(tg.task(f)()), or call it yourself")
+    what was meant (a task not called, or a function never made a task). The search is one C
+    pass (core.first_function: a Task, a function, a method or a builtin function)."""
+    a = core.first_function(args)
+    if a is None:
+        return
+    if isinstance(a, core.Task):
+        raise TypeError(f"compute() got the task {a.name!r} itself, not a Node: call it "
+                        "first, tg.compute(task(arguments)), not tg.compute(task)")
+    name = getattr(a, "__qualname__", None) or repr(a)
+    raise TypeError(f"compute() got the function {name}, not a Node: compute runs "
+                    "Nodes, which calling a task makes; make it a task and call it, "
+                    "e.g. tg.compute(tg.task(f)()), or call it yourself")
 
 
 def compute_on(backend, args, timeout=None, progress=False):

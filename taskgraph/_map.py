@@ -1,17 +1,10 @@
 """``tg.map``: a parallel map over the work-stealing scheduler, results in order.
 
 Every input is read at its own best, never copied into a list first when it need not be:
-
-- a ``list``, ``tuple`` or ``range`` is read in place by index (a range makes its numbers on
-  the worker that needs them);
-- other sequences that slice cheaply (``numpy`` arrays, ``array.array``, ``str``, ``bytes``,
-  ``bytearray``) are read a block at a time, ``items[lo:hi]``;
-- several such inputs are zipped a block at a time;
-- dict views, sets and deques are copied into a list in one C loop (faster than pulling them:
-  their own iteration is that loop), then read by index;
-- anything else (generators, iterators, ...) is **pulled** in chunks: one range task pulls a
-  chunk under a lock, runs it, pulls the next; idle workers get pullers of their own, so the
-  input is read once, in order, while earlier chunks run.
+by index, a block of slices at a time, copied, or **pulled** (taskgraph/_inputs.py has the
+table of the input kinds and their plans). A pulled input is read in chunks: one range task
+pulls a chunk under a lock, runs it, pulls the next; idle workers get pullers of their own, so
+the input is read once, in order, while earlier chunks run.
 
 Random-access inputs are cut by **adaptive (lazy binary) splitting**: one task starts with the
 whole range and works through it in blocks; between two blocks, if its worker's own deque is
@@ -26,16 +19,15 @@ on chunk boundaries instead, down to one chunk per task. Each block runs in one 
 """
 from __future__ import annotations
 
-import array
-import collections
 import functools
 import threading
 import types
 from itertools import islice as _islice
 from time import perf_counter
 
+from taskgraph import _inputs
 from taskgraph._native import core
-from taskgraph.errors import CancelledError, SchedulerClosedError
+from taskgraph.errors import CancelledError, SchedulerClosedError, add_note
 from taskgraph.scheduler import Scheduler, current_scheduler, scheduler_of_engine
 from taskgraph.task import Task
 
@@ -52,26 +44,16 @@ _SPLIT_MIN = 100e-6
 
 _map_into = core.map_into
 
-# Sequences whose slices are cheap and iterate like the sequence itself (exact types: a
-# subclass may iterate differently from its slices). Not memoryview: on the free-threaded
-# build, slicing one memoryview from several threads at once can release it under them
-# (CPython gh-155606); a memoryview is pulled, one thread at a time.
-_SLICEABLE = (str, bytes, bytearray, array.array)
-# Sized containers that cannot be indexed but copy into a list in one C loop faster than they
-# can be pulled in chunks (a million dict keys: 69 ms of CPU copied and mapped by index,
-# against 99 ms pulled; their own iteration is that same C loop).
-_COPIED = (type({}.keys()), type({}.values()), type({}.items()), set, frozenset, collections.deque)
-
-
 class _MapState:
     """What every range task of one map call shares. ``fail_at`` only decreases (under
     ``lock``); a range task stops at it: items after the first failure are not needed."""
     __slots__ = ("call", "star", "kind", "src", "out", "n", "chunk", "node_task", "fail_at",
                  "error", "from_input", "lock", "cancelled", "per_item", "it", "pulled",
-                 "exhausted", "chunks", "pullers", "workers", "owner")
+                 "exhausted", "chunks", "pullers", "workers", "owner", "sized")
 
-    def __init__(self, call, star, kind, src, n, chunk, node_task):
+    def __init__(self, call, star, kind, src, n, chunk, node_task, sized=()):
         self.call, self.star, self.kind, self.src, self.chunk = call, star, kind, src, chunk
+        self.sized = sized  # (position, input, length): inputs whose length must not change
         self.n = n  # items (None for an input pulled to its end)
         self.out = [None] * n if n is not None else None
         self.node_task = node_task
@@ -92,8 +74,8 @@ class _MapState:
         self.owner = core.map_owner()
 
     def failed(self, i, exc, from_input=False):
-        with self.lock:
-            if i < self.fail_at:
+        with self.lock:  # (item n itself: an input that grew, reported after the map)
+            if i < self.fail_at or (i == self.fail_at and self.error is None):
                 self.fail_at, self.error, self.from_input = i, exc, from_input
 
 
@@ -125,36 +107,28 @@ def _per_item(fn):
         f, name = _per_item(fn.func)
         if f is not fn.func:  # a Task inside (a Task, or one used as a method)
             return functools.partial(f, *fn.args, **fn.keywords), name
-    return fn, getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return fn, name_of(fn)
 
 
-def _kind(x):
-    """How a single input is read: "index" (list, tuple, range: by index, in C), "slice"
-    (read a block at a time through slicing) or "pull" (iterated)."""
-    t = type(x)
-    if t is list or t is tuple or t is range:
-        return "index"
-    if t in _COPIED:
-        return "copy"
-    if t in _SLICEABLE or (t.__name__ == "ndarray" and t.__module__ == "numpy"):
-        return "slice"
-    return "pull"
+_NAME_MAX = 100  # characters of a name taken from a callable's attributes
 
 
-def _plan(iterables):
-    """(kind, src, n) for map's inputs: one input as _kind says; several random-access ones
-    zipped a block at a time ("zip": src is the tuple of inputs, n the shortest length); any
-    other mix pulled from zip()."""
-    if len(iterables) == 1:
-        x = iterables[0]
-        k = _kind(x)
-        if k == "copy":
-            x = list(x)
-            k = "index"
-        return k, x, (len(x) if k != "pull" else None)
-    if all(_kind(x) != "pull" for x in iterables):
-        return "zip", iterables, min(len(x) for x in iterables)
-    return "pull", zip(*iterables), None
+def name_of(fn) -> str:
+    """A short name for the callable fn, for task names and error notes: its ``__qualname__``
+    or ``__name__`` (a str, cut to _NAME_MAX characters), ``partial(<name of its function>)``
+    for a functools.partial, else its type's qualified name. Never its repr (which can be
+    long, slow, made new per object, e.g. a partial's holds its arguments, or raise), and
+    never raises: a name is bookkeeping on the user's object."""
+    for attr in ("__qualname__", "__name__"):
+        try:
+            name = getattr(fn, attr, None)
+        except Exception:  # noqa: BLE001 - a property of the user's that raises
+            name = None
+        if type(name) is str and name:
+            return name if len(name) <= _NAME_MAX else name[:_NAME_MAX] + "..."
+    if isinstance(fn, functools.partial):
+        return f"partial({name_of(fn.func)})"
+    return type(fn).__qualname__
 
 
 def _block(st, lo, b):
@@ -169,9 +143,12 @@ def _block(st, lo, b):
                               st.owner)
     if err is not None:
         st.failed(lo + done, err)
-    elif done != b - lo:  # only a list can end early: the caller's list shrank (not copied)
-        st.failed(lo + done, RuntimeError("taskgraph.map: the input list changed size while "
-                                          "map was running"))
+    elif done != b - lo:  # the input ended early: it shrank while the map ran
+        found = _inputs.resized(st.sized, st.n)
+        if found is None:  # shrank and grew back: the first item it could not give
+            found = lo + done, RuntimeError("taskgraph.map: an input changed size while map "
+                                            "was running")
+        st.failed(*found, from_input=True)
     return done
 
 
@@ -311,12 +288,16 @@ def _gather_pulled(st):
 def map(fn, *iterables, chunksize: int | None = None) -> list:
     """Parallel ``builtins.map``: ``[fn(*args) for args in zip(*iterables)]``, computed on the
     scheduler, as a list in input order. Several iterables stop at the shortest (as
-    ``builtins.map``). Lists, tuples and ranges are read in place by index, other cheaply
-    sliced sequences (numpy arrays, ``array.array``, ``str``, ``bytes``) a block at a time,
-    dict views, sets and deques copied into a list (one C loop) and read by index, and any
-    other iterable (generators, iterators) is pulled in chunks while earlier chunks run. Do not change an input list while
-    ``map`` runs (one that shrinks raises ``RuntimeError`` for the first item it lost). Items
-    are passed as they are (Nodes among them are not computed).
+    ``builtins.map``), in any mix of kinds. Lists, tuples and ranges are read in place by
+    index, other cheaply sliced sequences (numpy arrays, ``array.array``, ``str``, ``bytes``)
+    a block at a time, dict views, sets and deques copied into a list (one C loop) and read by
+    index, and any other iterable (generators, iterators) is pulled in chunks while earlier
+    chunks run (taskgraph/_inputs.py has the table). Do not change an input while ``map``
+    runs: one that is not pulled and changes length raises ``RuntimeError`` for the first
+    item it lost (or, when it grew, the first item not run), never results of deleted items
+    (``builtins.map`` raises ``RuntimeError`` too for a dict view, set or deque, with the
+    same words, and would read a list's new length). Items are passed as they are (Nodes
+    among them are not computed).
 
     ``fn`` may be a plain callable or a ``tg.Task`` (also a Task used as a method, or wrapped
     in ``functools.partial``): a Task's function is called per item (no node per item), and
@@ -351,16 +332,16 @@ def map(fn, *iterables, chunksize: int | None = None) -> list:
     for k, it in enumerate(iterables):
         try:
             iter(it)
-        except TypeError:
+        except TypeError as e:  # builtins.map's own message, after which argument it is
             raise TypeError(f"taskgraph.map over {name}: argument {k + 1} is not iterable "
-                            f"({type(it).__name__})") from None
-    kind, src, n = _plan(iterables)
+                            f"({e})") from None
+    kind, src, n, sized = _inputs.plan(iterables)
     if n == 0:
         return []
     star = len(iterables) > 1
     pull = kind == "pull"
     st = _MapState(call, star, kind, src, n, chunksize,
-                   Task(_run_pull if pull else _run_range, name=f"map[{name}]"))
+                   Task(_run_pull if pull else _run_range, name=f"map[{name}]"), sized)
     whole = (st,) if pull else (st, 0, n)
     engine = core.current_engine()
     sched = scheduler_of_engine(engine) if engine is not None else None
@@ -374,15 +355,19 @@ def map(fn, *iterables, chunksize: int | None = None) -> list:
                             f"{sched!r:.80}")
         st.workers = sched.workers
         sched.compute(st.node_task(*whole))
+    # An input changed length: its results cannot be had (a pulled one: what was read).
+    found = _inputs.resized(sized, st.pulled if pull else n, pulled=pull)
+    if found is not None:
+        st.failed(*found, from_input=True)
     if st.error is not None:
         e = st.error
         st.error = None  # no cycle through the traceback
         if st.from_input:
-            e.add_note(f"taskgraph.map: raised by the input while producing item {st.fail_at} "
-                       f"(for {name})")
+            add_note(e, f"taskgraph.map: raised by the input while producing item {st.fail_at} "
+                        f"(for {name})")
         else:
-            e.add_note(f"taskgraph.map: raised by item {st.fail_at} (of "
-                       f"{st.n if st.n is not None else 'more'}) of {name}")
+            add_note(e, f"taskgraph.map: raised by item {st.fail_at} (of "
+                        f"{st.n if st.n is not None else 'more'}) of {name}")
         raise e
     if st.cancelled:
         raise CancelledError(f"taskgraph.map over {name} was cancelled")

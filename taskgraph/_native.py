@@ -10,8 +10,9 @@ module gives the records' clock. It is the only binding the package uses at run 
 Constants (task states, stat names, result codes, the trace record's layout) come from
 ``core``; nothing here repeats them as numbers. On import:
 
-* if the extension is missing or was built for another interpreter, an ImportError says how to
-  build it (``make setup``, or ``pip install -e .``);
+* if the extension is missing or was built for another interpreter, an ImportError says what
+  happened (most often: Python was started in a source checkout, whose ``taskgraph/`` folder,
+  with no extension built in it, shadows the installed package) and the command that works;
 * if the GIL is on (a GIL build of CPython, or a free-threaded one where something re-enabled
   it), a single ``GILWarning`` explains that tasks run correctly but without parallel
   speed-up, and how to get the GIL off.
@@ -25,14 +26,36 @@ import warnings
 
 from taskgraph._links import README_INSTALL
 
+def _not_built(e) -> str:
+    """What to tell a user whose import of the extension failed with e, and what to run."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tree = os.path.dirname(here)
+    py = f"{sys.executable} ({sys.version.split()[0]})"
+    checkout = os.path.isfile(os.path.join(tree, "setup.py")) and os.path.isdir(
+        os.path.join(tree, "csrc"))
+    if not checkout:
+        return (f"taskgraph's C extension (taskgraph._core) is missing or not built for {py} "
+                f"in {here}: reinstall taskgraph with this interpreter's pip ({e})")
+    from importlib.machinery import PathFinder
+    elsewhere = [p for p in sys.path
+                 if os.path.realpath(p or os.getcwd()) != os.path.realpath(tree)]
+    spec = PathFinder.find_spec("taskgraph", elsewhere)
+    build = f"{sys.executable} -m pip install -e {tree}"
+    if spec is not None and spec.origin and os.path.dirname(spec.origin) != here:
+        return (f"this `import taskgraph` found the source folder {here} (Python looks in the "
+                f"current directory, {tree}, before the installed packages), which has no C "
+                f"extension built for {py}; the installed taskgraph is "
+                f"{os.path.dirname(spec.origin)}. Run Python from another directory, or build "
+                f"the extension in the source folder: `{build}` ({e})")
+    return (f"taskgraph was imported from its source folder {here}, which has no C extension "
+            f"built for {py}: build it there with `{build}` (or `make setup` for the project's "
+            f"own venvs) ({e})")
+
+
 try:
     from taskgraph import _core as core
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
-    raise ImportError(
-        "taskgraph's C extension (taskgraph._core) is not built for this interpreter "
-        f"({sys.executable}, {sys.version.split()[0]}): run `make setup` in the source tree, "
-        f"or `pip install --no-build-isolation -e .` ({e})"
-    ) from e
+    raise ImportError(_not_built(e)) from e
 
 __all__ = ["core", "GILWarning", "gil_enabled", "FREE_THREADED_BUILD"]
 

@@ -50,7 +50,12 @@ class ProgressBar:
         done, known = self._counts()
         self.drawn = True
         if self._tqdm is not None and self.bar is None:
-            self.bar = self._tqdm(total=known, unit="task", desc="taskgraph", leave=True)
+            # initial=done: the tasks done before the bar appeared (while the graph was being
+            # submitted) are not counted in its rate, whose clock starts now: counted, the
+            # first refresh divided thousands of tasks by a few microseconds.
+            self.bar = self._tqdm(total=known, initial=done, unit="task", desc="taskgraph",
+                                  leave=True)
+            self.shown = done
         if self.bar is not None:
             if known != self.bar.total:
                 self.bar.total = known

@@ -4,6 +4,7 @@
     python -m taskgraph stats TRACE
     python -m taskgraph timeline TRACE -o out.json
     python -m taskgraph report TRACE -o report.html [--baseline TRACE]
+    python -m taskgraph dashboard [--port N] [--host H] [--trace] [--keep] SCRIPT [ARGS ...]
 
 A file that is not a taskgraph trace, or is truncated, is reported in one line (exit status 2),
 not with a traceback. A missing Graphviz 'dot' writes the .dot source and says how to install
@@ -15,9 +16,9 @@ import argparse
 import os
 import sys
 
-from taskgraph._filekind import foreign_file_hint
+from taskgraph.trace.filekind import foreign_file_hint
 from taskgraph.trace import Trace, TraceFormatError
-from taskgraph.viz import DEFAULT_THRESHOLD, GraphvizError
+from taskgraph.trace.viz import DEFAULT_THRESHOLD, GraphvizError
 
 
 class _CliError(Exception):
@@ -75,6 +76,46 @@ def _report(a):
     return 0
 
 
+def _dashboard(a):
+    """Runs a Python script with a dashboard open on every scheduler it uses."""
+    import runpy
+    from taskgraph.dashboard import dashboard
+    from taskgraph.trace import trace
+    if not os.path.isfile(a.script):
+        raise _CliError(f"no such script: {a.script!r}")
+    try:
+        d = dashboard(host=a.host, port=a.port, window=a.window)
+    except (OSError, ValueError) as e:
+        raise _CliError(f"cannot open the dashboard: {e}") from None
+    print(f"taskgraph dashboard: {d.url}", file=sys.stderr, flush=True)
+    saved = sys.argv
+    sys.argv = [a.script, *a.args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
+    status = 0
+    try:
+        if a.trace:
+            with trace():
+                runpy.run_path(a.script, run_name="__main__")
+        else:
+            runpy.run_path(a.script, run_name="__main__")
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = saved
+    try:
+        if a.keep:
+            print(f"taskgraph dashboard: the script has ended; still serving {d.url} "
+                  "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+            import time
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        d.close()
+    return status
+
+
 def _prog() -> str:
     """How the user called us: `python -m taskgraph` (argv[0] is taskgraph/__main__.py) or the
     `taskgraph` script that pip installs."""
@@ -84,7 +125,8 @@ def _prog() -> str:
 
 def build_parser(prog=None):
     p = argparse.ArgumentParser(prog=prog or _prog(),
-                                description="Look at taskgraph traces (saved with Trace.save).")
+                                description="Look at taskgraph traces (saved with Trace.save), "
+                                            "or run a script with the live dashboard open.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser("show", help="draw the executed graph",
                        description="Draw the executed graph of a trace (svg, png, pdf or dot, "
@@ -119,6 +161,23 @@ def build_parser(prog=None):
     s.add_argument("--baseline", help="a .tgtrace of the same program (e.g. on 1 worker): "
                                       "report the work inflation against it")
     s.set_defaults(func=_report)
+    s = sub.add_parser("dashboard", help="run a script with the live dashboard open",
+                       description="Run a Python script with a live dashboard of every "
+                                   "scheduler it uses, served at the URL printed on stderr.")
+    s.add_argument("script", help="the Python script to run")
+    s.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to serve on (default 127.0.0.1; any other needs the token "
+                        "the printed URL carries)")
+    s.add_argument("--port", type=int, default=0, help="port (default 0: a free one)")
+    s.add_argument("--window", type=float, default=10.0,
+                   help="seconds of the task stream shown (default 10)")
+    s.add_argument("--trace", action="store_true",
+                   help="trace the whole script: its summary, executed graph and trace file "
+                        "show on the page when it ends")
+    s.add_argument("--keep", action="store_true",
+                   help="keep serving after the script ends, until Ctrl-C")
+    s.set_defaults(func=_dashboard)
     return p
 
 

@@ -4,6 +4,7 @@ compute_lazy are also the functions the C extension calls back for ``Node.comput
 for ``result()`` on a lazy node outside the workers (taskgraph._hooks installs them)."""
 from __future__ import annotations
 
+from taskgraph import runs
 from taskgraph._backend import Backend, compute_on
 from taskgraph._native import core
 from taskgraph.scheduler import Scheduler, current_scheduler, scheduler_of_engine
@@ -50,6 +51,14 @@ def gather(*nodes, **kwargs) -> list:
                             f"{type(nodes[0]).__name__} {nodes[0]!r:.80}") from None
     if not nodes:
         return []
+    if not kwargs and not core.in_serial() and not runs.after_fork:
+        engine = core.current_engine()
+        s = scheduler_of_engine(engine) if engine is not None else None
+        if s is not None:  # inside a task: join each, as compute() there does, in one C pass
+            s._check_open()
+            out = core.gather_joined(nodes)
+            if out is not NotImplemented:
+                return out
     res = compute(*nodes, **kwargs)
     return [res] if len(nodes) == 1 else list(res)
 

@@ -8,7 +8,6 @@ after fork(), every scheduler made before the fork (os.register_at_fork)."""
 from __future__ import annotations
 
 import atexit
-import contextvars
 import itertools
 import os
 import sys
@@ -16,18 +15,15 @@ import threading
 import time
 import weakref
 
-from taskgraph._native import core
+from taskgraph._native import core, gil_enabled as _gil_enabled
 from taskgraph.errors import BrokenSchedulerError, SchedulerClosedError, TaskgraphError
 from taskgraph import runs
 from taskgraph._backend import Backend, compute_on
 from taskgraph.runs import compute_nodes
+from taskgraph._threads import _current, _manager_main, _StartedBy, _worker_main
 
 __all__ = ["Scheduler", "default_scheduler", "current_scheduler", "use_scheduler",
            "usable_cpus", "scheduler_of_engine"]
-
-# The schedulers made current by `with` blocks, innermost last (per thread and async context).
-_current = contextvars.ContextVar("taskgraph_current_schedulers", default=())
-
 
 class use_scheduler:
     """Makes a scheduler (a Scheduler, or another backend such as taskgraph.dask's) the one
@@ -56,6 +52,15 @@ _JOIN_SLICE = 0.05  # close() joins the workers in slices, so that Ctrl-C interr
 #: on one thread stop stealing and only run their own children or wait.
 DEFAULT_MAX_HELP_DEPTH = 100
 
+#: Default bound on spare workers (docs/api/waiting.md): while tasks wait (declared
+#: with ``tg.blocking()``, or found waiting by the scheduler's manager), up to this many extra
+#: threads run the queued work, one per waiting task. A one-worker scheduler has none unless
+#: asked (it runs one task at a time, as ``ThreadPoolExecutor(1)`` runs one call at a time).
+DEFAULT_SPARES = 128
+
+#: Default time (seconds) a spare thread stays alive with nothing to do before it ends.
+DEFAULT_SPARE_IDLE = 0.5
+
 #: How long the interpreter's exit waits for tasks still running (seconds); then it leaves
 #: them (the workers are daemon threads).
 EXIT_TIMEOUT = 5.0
@@ -77,9 +82,16 @@ def usable_cpus() -> int:
 class Scheduler:
     """A pool of worker threads running task graphs with work stealing.
 
-    ``Scheduler(workers=None, *, max_help_depth=100)``: ``workers`` defaults to the usable
-    CPUs; it must be an int >= 1 (``ValueError``/``TypeError`` otherwise). More workers than
-    cores is allowed (correct, but no faster). Use as a context manager, or call ``close()``.
+    ``Scheduler(workers=None, *, max_help_depth=100, spares=None, spare_idle=0.5)``:
+    ``workers`` defaults to the usable CPUs; it must be an int >= 1 (``ValueError``/``TypeError``
+    otherwise). More workers than cores is allowed (correct, but no faster). Use as a context
+    manager, or call ``close()``.
+
+    ``spares``: the most extra threads that run queued work while tasks wait (a task inside
+    ``tg.blocking()``, or one the scheduler's manager finds holding its worker without using
+    the CPU): default ``DEFAULT_SPARES`` (128), 0 for a one-worker scheduler; 0 turns them off.
+    ``spare_idle``: seconds a spare thread waits with nothing to do before it ends (default
+    0.5). ``spare_stats()`` counts them.
 
     Threads: the workers are daemon threads named ``taskgraph-<n>-w<i>``. ``close()`` stops
     and joins them; creating and closing schedulers leaves no thread behind. A scheduler
@@ -93,7 +105,9 @@ class Scheduler:
     anew in the child on first use.
     """
 
-    def __init__(self, workers: int | None = None, *, max_help_depth: int = DEFAULT_MAX_HELP_DEPTH):
+    def __init__(self, workers: int | None = None, *, max_help_depth: int = DEFAULT_MAX_HELP_DEPTH,
+                 spares: int | None = None, spare_idle: float = DEFAULT_SPARE_IDLE,
+                 _thread_prefix: str | None = None, _thread_init=None):
         if workers is None:
             workers = usable_cpus()
         if isinstance(workers, bool) or not isinstance(workers, int):
@@ -106,14 +120,35 @@ class Scheduler:
                 or not 0 <= max_help_depth <= core.MAX_HELP_DEPTH):
             raise ValueError(f"max_help_depth must be an int from 0 to {core.MAX_HELP_DEPTH}, "
                              f"got {max_help_depth!r}")
+        if spares is None:
+            spares = DEFAULT_SPARES if workers > 1 else 0
+        if (isinstance(spares, bool) or not isinstance(spares, int)
+                or not 0 <= spares <= core.MAX_SPARES):
+            raise ValueError(f"spares must be an int from 0 to {core.MAX_SPARES}, got {spares!r}")
+        if (isinstance(spare_idle, bool) or not isinstance(spare_idle, (int, float))
+                or not 0 <= spare_idle <= 3600):
+            raise ValueError(f"spare_idle must be a number of seconds from 0 to 3600, got "
+                             f"{spare_idle!r}")
         self.workers = workers
         self.max_help_depth = max_help_depth
+        self.spares = spares
         self.number = next(_scheduler_numbers)
         label = f"<taskgraph.Scheduler #{self.number} workers={workers}>"
         # The engine owns the pool: made here, freed when the engine goes, i.e. after this
         # object, every worker thread and every Run let go of it (never under a concurrent
         # compute() or stats()). MemoryError if it cannot be made.
-        self._engine = core.Engine(workers, self.number, max_help_depth, label)
+        # With the GIL on, a worker waiting for it would look like a task that waits: the
+        # manager then looks for declared waits only.
+        self._engine = core.Engine(workers, self.number, max_help_depth, label, spares,
+                                   float(spare_idle), not _gil_enabled())
+        # The spares' threads (started by the manager thread, which appends them here), and
+        # why the OS last refused one (None if it never did).
+        self._spare_lock = threading.Lock()
+        self._spare_threads = []
+        self._spare_prefix = f"{_thread_prefix}_s" if _thread_prefix else f"taskgraph-{self.number}-s"
+        self._spare_refused = None
+        self._thread_init = _thread_init  # run by each thread first (taskgraph.Executor's initializer)
+        self._manager = None
         self._close_lock = threading.Lock()
         self._closer = None  # the thread inside _close (its nested calls return at once)
         # The threads hold a weak reference only, so a scheduler nobody closed is collected;
@@ -121,8 +156,13 @@ class Scheduler:
         # drains the queues. The threads keep the weakref alive (a weakref that dies with its
         # referent, as garbage, would never call back).
         me = weakref.ref(self, self._engine._dropped)
-        self._threads = [threading.Thread(target=_worker_main, args=(self._engine, i, me),
-                                          name=f"taskgraph-{self.number}-w{i}", daemon=True)
+        # Private, for taskgraph.Executor: the threads' names (<prefix>_<i>), and what each
+        # thread runs before it takes any work (_worker_main).
+        prefix = _thread_prefix or f"taskgraph-{self.number}-w"
+        sep = "_" if _thread_prefix else ""
+        self._threads = [threading.Thread(target=_worker_main,
+                                          args=(self._engine, i, me, _thread_init),
+                                          name=f"{prefix}{sep}{i}", daemon=True)
                          for i in range(workers)]
         _by_engine[self._engine] = self
         started = []
@@ -130,12 +170,19 @@ class Scheduler:
             for th in self._threads:
                 th.start()
                 started.append(th)
+            if spares:
+                self._manager = threading.Thread(target=_manager_main, args=(self._engine, me),
+                                                 name=f"taskgraph-{self.number}-manager",
+                                                 daemon=True)
+                self._manager.start()
         except BaseException:
             self._threads = started
+            self._manager = None
             self._engine._set_threads(len(started))
             self._engine._dropped(None)  # as if dropped: the started ones leave and drain
             raise
         _live.add(self)
+        _notify(self, "open")
 
     def __repr__(self):
         state = "closed" if self._engine.closed else "open"
@@ -200,6 +247,19 @@ class Scheduler:
         return [dict(worker=i, **dict(zip(core.STAT_NAMES, row)))
                 for i, row in enumerate(self._engine.stats())]
 
+    def spare_stats(self) -> dict:
+        """The spare workers' counters: ``limit`` (the bound, ``spares``), ``threads`` (spare
+        threads alive now), ``peak_threads``, ``on_duty`` (spares running queued work now),
+        ``blocked`` (tasks inside ``tg.blocking()`` now), ``stalled`` (tasks the manager found
+        waiting at its last look), ``started``, ``retired`` (threads that ended after
+        ``spare_idle``), ``failed`` (threads the OS refused: the work then waits for a worker),
+        ``stalls`` (looks that found tasks waiting undeclared), ``activations`` (times a spare
+        went on duty), and ``refused``: why the OS last refused a thread, or None. Any thread,
+        after close() too."""
+        d = self._engine.spare_stats()
+        d["refused"] = self._spare_refused
+        return d
+
     def close(self):
         """Cancels everything not started, waits for the running tasks to finish, stops and
         joins the worker threads. Idempotent; a second caller returns once the first has
@@ -245,12 +305,15 @@ class Scheduler:
             self._engine.begin_close(f"{self!r} was closed")
             self._engine.shutdown()
             deadline = None if timeout is None else time.monotonic() + timeout
-            for th in self._threads:  # in slices: Ctrl-C is seen at once
-                while th.is_alive() and (deadline is None or time.monotonic() < deadline):
-                    th.join(_JOIN_SLICE if deadline is None
-                            else max(0.0, min(_JOIN_SLICE, deadline - time.monotonic())))
-            if any(th.is_alive() for th in self._threads):
-                running = [th.name for th in self._threads if th.is_alive()]
+            # Twice: a spare the manager started while the first pass joined it is in the
+            # second (the manager, joined first, starts none once the pool is shut down).
+            for _ in range(2):
+                for th in self._every_thread():  # in slices: Ctrl-C is seen at once
+                    while th.is_alive() and (deadline is None or time.monotonic() < deadline):
+                        th.join(_JOIN_SLICE if deadline is None
+                                else max(0.0, min(_JOIN_SLICE, deadline - time.monotonic())))
+            if any(th.is_alive() for th in self._every_thread()):
+                running = [th.name for th in self._every_thread() if th.is_alive()]
                 sys.stderr.write(f"taskgraph: {self!r}: tasks still running at exit on "
                                  f"{', '.join(running)}; leaving them\n")
                 return
@@ -262,6 +325,14 @@ class Scheduler:
         finally:
             self._closer = None
             self._close_lock.release()
+        _notify(self, "closed")
+
+    def _every_thread(self):
+        """Its threads, in the order close() joins them: the manager first (it starts no
+        spare once the pool is shut down), then the spares it started, then the workers."""
+        with self._spare_lock:
+            spares = list(self._spare_threads)
+        return ([self._manager] if self._manager is not None else []) + spares + self._threads
 
     def _check_open(self):
         if self._engine.forked:  # checked first: the engine's lock may be held by a lost thread
@@ -281,9 +352,10 @@ class Scheduler:
         forever. Runs on the stopped worker's thread."""
         self._engine.shutdown()
         me = threading.current_thread()
-        for th in self._threads:
-            if th is not me:
-                th.join()
+        for _ in range(2):  # as in _close: the spares the manager started meanwhile too
+            for th in self._every_thread():
+                if th is not me:
+                    th.join()
         # Every other worker has returned, and this one has returned from work().
         self._engine.drain()
 
@@ -301,8 +373,7 @@ class Scheduler:
                                      "join inside a worker cannot time out")
             if runs.after_fork:
                 runs.refuse_nodes_of_runs_before_fork(nodes)
-            for n in nodes:
-                n.exception()  # joins
+            core.first_error(nodes)  # joins each, in order, in one C loop
             return None
         if core._worker_engine() is self._engine and not all(n.done() for n in nodes):
             # a done callback, a finalizer, a note run by a worker of ours, as no task
@@ -316,45 +387,25 @@ class Scheduler:
         return run.error if run is not None else None
 
 
-def _worker_main(engine, index, ref):
-    """A worker thread's life. Running a task never fails, so work() returns only when the pool
-    shuts down, unless the worker itself fails (injected in the tests): the scheduler is then
-    broken, like a BrokenThreadPool. If the scheduler is gone, its weakref callback has shut
-    the pool down: the last worker to leave drains (Engine._worker_exited)."""
-    try:
-        engine.work(index)
-    except BaseException as e:
-        engine.break_(f"worker {index} of {engine.label} stopped: {type(e).__name__}: {e}")
-        s = ref()
-        if s is not None:
-            s._worker_stopped(index)
-        del s
-    finally:
-        engine._worker_exited()
-
-
-# CPython keeps a thread's Python frames on a stack of chunks (16 KiB at first) that it maps
-# when a call needs more room and unmaps as soon as the frame that opened a chunk returns.
-# A task whose recursion goes to and fro across a chunk's end therefore pays an mmap and a
-# munmap per crossing, and with a second worker running, each munmap interrupts the other
-# core to flush its TLB: the unbalanced-tree search of benchmarks/inflation.py made 14,722
-# unmaps in three runs and ran no faster on 2 workers than on 1 (0.98x; with this, 1.82x).
-# Where the boundaries lie depends on how deep a worker happens to be, so any task could hit
-# one. The cure: the worker's own bottom frame asks for a frame of 2**16 slots, so CPython
-# opens a chunk of 1 MiB for it, of which the frame leaves 512 KiB free above itself; that
-# chunk is never unmapped while the worker lives, and every task's frames go above it
-# (1,000 nested calls of up to 65 slots each fit). Virtual memory only: the frame's own
-# slots are never written, and a page is backed only once a task's frames reach it.
-# docs/design/native.md, "A worker's frame stack".
-_WORKER_FRAME_SLOTS = 1 << 16
-_worker_main.__code__ = _worker_main.__code__.replace(co_stacksize=_WORKER_FRAME_SLOTS)
-
-
 # ---------------------------------------------------------------------- module-level state
 _live = weakref.WeakSet()
 _by_engine = weakref.WeakValueDictionary()
 _default = None
 _default_lock = threading.Lock()
+
+
+#: Callables told of schedulers that open (made) and close, as f(scheduler, "open" | "closed"),
+#: on the thread that makes or closes them: how taskgraph.dashboard follows the schedulers of
+#: the process without this layer importing it. An error in one is printed, not raised.
+watchers = []
+
+
+def _notify(sched, event):
+    for f in list(watchers):
+        try:
+            f(sched, event)
+        except Exception as e:  # a watcher must not break making or closing a scheduler
+            sys.stderr.write(f"taskgraph: a scheduler watcher failed on {event}: {e!r}\n")
 
 
 def scheduler_of_engine(engine):
@@ -365,14 +416,22 @@ def scheduler_of_engine(engine):
 def current_scheduler():
     """The scheduler compute() and result() use here: inside a task, the scheduler running it;
     else the innermost ``with`` block's (a Scheduler or a backend such as
-    ``taskgraph.dask.DaskScheduler``), else the default one (created on first use). Never
-    raises."""
+    ``taskgraph.dask.DaskScheduler``), else the default one (created on first use). A thread
+    inherits its creator's blocks where the interpreter gives new threads a copy of their
+    creator's context (free-threaded 3.14: ``sys.flags.thread_inherit_context``); there a
+    thread started inside a task sees the task's scheduler. Never raises."""
     engine = core.current_engine()
     if engine is not None:
         s = _by_engine.get(engine)
         if s is not None and not s.closed:
             return s
     for s in reversed(_current.get()):
+        if type(s) is _StartedBy:
+            if core._worker_engine() is not None:  # the worker's own mark: not for itself
+                continue
+            s = s.ref()
+            if s is None:
+                continue
         if not s.closed:
             return s
     return default_scheduler()

@@ -2,6 +2,8 @@
 task builds its Node with no Python code of ours on the way."""
 from __future__ import annotations
 
+import functools
+
 from taskgraph._hazards import note as _note_hazard
 from taskgraph._native import core
 
@@ -11,7 +13,8 @@ Task = core.Task
 _NO_FN = object()
 
 
-def task(fn=_NO_FN, *, name: str | None = None, retries: int = 0, retry_on=None):
+def task(fn=_NO_FN, *, name: str | None = None, retries: int = 0, retry_on=None,
+         blocking: bool = False):
     """Make a function into a task: ``@task``, ``@task(name="fib", retries=3)`` or ``task(f)``.
 
     ``retries=N``: a call that raises one of the ``retry_on`` exception classes (default
@@ -21,19 +24,40 @@ def task(fn=_NO_FN, *, name: str | None = None, retries: int = 0, retry_on=None)
 
     Errors: a non-callable raises ``TypeError`` naming it (a string, as in ``@task("fib")``,
     is pointed to ``name=``); so do a bad ``name`` and a bad ``retry_on``; ``retries`` outside
-    0..1000 raises ``ValueError``. Nothing runs at decoration time, inside or outside a worker.
+    0..1000 raises ``ValueError``.
+
+    ``blocking=True``: the function always waits (I/O, sleeps, locks): each call runs as if
+    inside ``tg.blocking()``, so a spare worker runs the queued tasks meanwhile
+    (docs/api/waiting.md). Nothing runs at decoration time, inside or outside a worker.
     Calling the task raises ``TypeError`` at once when its function would refuse the
     arguments (see ``Task``). On CPython 3.13t the first Task of a top-level function lives
-    as long as the process, as the function does (docs/api.md, "Lifetime").
+    as long as the process, as the function does (docs/api/tasks.md, "Pickling, immutability,
+    lifetime").
     """
     if isinstance(fn, str):
         raise TypeError(f"taskgraph.task needs a function, got the str {fn!r}: to name a task, "
                         f"write @task(name={fn!r})")
     if fn is _NO_FN:
-        return lambda f: task(f, name=name, retries=retries, retry_on=retry_on)
+        return lambda f: task(f, name=name, retries=retries, retry_on=retry_on,
+                              blocking=blocking)
+    if blocking and callable(fn):
+        fn = _declared_wait(fn)
     t = Task(fn, name=name, retries=retries, retry_on=retry_on)
     _note_hazard(fn, t.name)  # for Trace.summary(): a nested or exec()'d task function
     return t
+
+
+def _declared_wait(fn):
+    """fn, each call inside a declared wait (tg.blocking()); name, docstring and signature
+    kept (functools.wraps)."""
+    @functools.wraps(fn)
+    def waits(*args, **kwargs):
+        core.block_begin()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            core.block_end()
+    return waits
 
 
 def cancelled() -> bool:

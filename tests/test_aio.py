@@ -66,22 +66,29 @@ def test_await_never_blocks_the_loop(sched):
 def test_wait_for_cancels_the_node(sched):
     ev = threading.Event()
     n = hold(ev)
+    # No spares: the blocked tasks are to hold every worker (with spares, a task waiting on an
+    # event gets one, and n would start: tests/test_blocking.py).
+    held = tg.Scheduler(sched.workers, spares=0)
 
     async def main():
-        with tg.use_scheduler(sched):
+        with tg.use_scheduler(held):
             blocker = hold(ev)  # keeps every worker busy, so n has not started
-            waiting = [hold(ev) for _ in range(len(sched.stats()))]
+            waiting = [hold(ev) for _ in range(len(held.stats()))]
             tg.wait(waiting + [blocker], timeout=0)
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(n, 0.05)
             return waiting + [blocker]
 
-    others = asyncio.run(main())
-    ev.set()
-    tg.wait(others + [n])
-    assert n.cancelled()  # it had not started: it never ran
-    with pytest.raises(tg.CancelledError):
-        n.result()
+    try:
+        others = asyncio.run(main())
+        ev.set()
+        tg.wait(others + [n])
+        assert n.cancelled()  # it had not started: it never ran
+        with pytest.raises(tg.CancelledError):
+            n.result()
+    finally:
+        ev.set()
+        held.close()
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")

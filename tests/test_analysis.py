@@ -1,4 +1,4 @@
-"""Trace.summary()'s figures and the words around them (taskgraph._analysis): the pool size
+"""Trace.summary()'s figures and the words around them (taskgraph.trace.analysis): the pool size
 beside the workers that ran tasks, and an achieved speed-up above the bound explained."""
 import pytest
 

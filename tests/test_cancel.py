@@ -287,7 +287,7 @@ def test_cancel_in_serial_mode_and_of_a_node_run_elsewhere():
 # ---------------------------------------------------------------------- deadlines
 def test_compute_timeout_is_a_deadline_that_cancels_what_has_not_started():
     nodes = [sleepy(i, 0.05) for i in range(200)]  # 5 s on 2 workers
-    with tg.Scheduler(workers=2) as s:
+    with tg.Scheduler(workers=2, spares=0) as s:  # no spares: the sleeps hold the workers
         t0 = time.monotonic()
         with pytest.raises(TimeoutError, match="what had not started was cancelled"):
             s.compute(nodes, timeout=0.2)

@@ -120,7 +120,7 @@ def test_ctrl_c_returns_quickly_cancels_and_leaves_the_scheduler_usable():
         time.sleep(0.05)
         return i
 
-    with tg.Scheduler(workers=2) as s:
+    with tg.Scheduler(workers=2, spares=0) as s:  # no spares: the sleeps hold the workers
         nodes = [slow(i) for i in range(400)]  # 10 s of work on 2 workers
         timer = threading.Timer(0.3, _thread.interrupt_main)
         timer.start()

@@ -1,5 +1,5 @@
-"""taskgraph.dask.get, taskgraph's engine as dask's scheduler (taskgraph/_dask_get.py and
-_dask_graph.py): dask's own tests for get functions (dask.utils_test.GetFunctionTestMixin, run
+"""taskgraph.dask.get, taskgraph's engine as dask's scheduler (taskgraph/dask/local.py and
+graph.py): dask's own tests for get functions (dask.utils_test.GetFunctionTestMixin, run
 as shipped), then what a dask user relies on beyond them: every form of graph dask hands a
 scheduler, the scheduler choice, errors, fail-fast, Ctrl-C, each key run once, intermediate
 values freed early, annotations, and traces. The collections (delayed, bag, array) are in
@@ -376,3 +376,38 @@ def test_traces_name_tasks_by_key_prefix_and_every_view_works(tmp_path, capfd):
     assert os.path.getsize(tr.report(tmp_path / "report.html")) > 0
     if shutil.which("dot"):
         assert os.path.getsize(tr.visualize(tmp_path / "graph.svg")) > 0
+
+
+CALLER_VAR = __import__("contextvars").ContextVar("caller_var", default="unset")
+
+
+def _read_var(_):
+    return CALLER_VAR.get()
+
+
+def _write_var(_):
+    CALLER_VAR.set("set by a task")
+    return CALLER_VAR.get()
+
+
+def _warns(_):
+    import warnings
+    warnings.warn("warned by a task", UserWarning)
+    return 1
+
+
+def test_each_task_runs_in_a_copy_of_the_callers_context():
+    """As dask's threaded scheduler runs them: a task sees the caller's context variables,
+    and what it sets stays its own. On 3.14t warnings.catch_warnings lives in a context
+    variable: a task's warning reached the caller's pytest.warns only through this (dask's
+    own test_head_npartitions_warn failed with taskgraph.dask.get before)."""
+    token = CALLER_VAR.set("the caller's")
+    try:
+        assert get({"a": (_read_var, 1)}, "a") == "the caller's"
+        assert get({"a": (_write_var, 1), "b": (_read_var, "a")}, ["a", "b"]) == (
+            "set by a task", "the caller's")
+        assert CALLER_VAR.get() == "the caller's"
+    finally:
+        CALLER_VAR.reset(token)
+    with pytest.warns(UserWarning, match="warned by a task"):
+        assert get({"a": (_warns, 1), "b": (inc, "a")}, "b") == 2

@@ -1,17 +1,18 @@
 """The documentation keeps up with the code.
 
-* Every ```python block of README.md and docs/**/*.md runs as written: the blocks of a page
-  run in order, in one namespace, in a fresh interpreter of the one running the tests (so a
-  hang fails the test and the GIL state is that of a new process), in a scratch directory,
-  with a timeout. A top-level expression (or ``print(expression)``) whose line ends with
-  ``# -> value`` must give that value (a Python literal, up to a ';'). A block that cannot
-  run here is preceded by ``<!-- no-run: reason -->``: keep those rare.
+* Every ```python block of README.md, CHANGELOG.md and docs/**/*.md runs as written: the
+  blocks of a page run in order, in one namespace, in a fresh interpreter of the one running
+  the tests (so a hang fails the test and the GIL state is that of a new process), in a
+  scratch directory, with a timeout. A top-level expression (or ``print(expression)``) whose
+  line ends with ``# -> value`` must give that value (a Python literal, up to a ';'). A block
+  that cannot run here is preceded by ``<!-- no-run: reason -->``: keep those rare.
 * Shell blocks (```bash/```sh/```console/```shell) and inline code of the pages are not run,
   but the commands they name must exist: `make` targets in the Makefile, `taskgraph` /
   `python -m taskgraph` sub-commands, and `pip install` of this project under its
   distribution name with extras it has.
-* Every public name has its entry in docs/api.md; every design note named exists; README.md
-  (the long description on the package index) links only to absolute URLs of files that exist.
+* Every public name has its entry in a page of docs/api/ and in the index, docs/api.md; every
+  design note named exists; README.md (the long description on the package index) links only
+  to absolute URLs of files that exist. (tests/test_doc_links.py checks every link and anchor.)
 """
 import json
 import os
@@ -33,7 +34,7 @@ with warnings.catch_warnings():  # on a GIL build: warned at import, expected he
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md"] + sorted(DOCS.rglob("*.md"))
+PAGES = [p for p in [ROOT / "README.md", ROOT / "CHANGELOG.md"] if p.exists()] + sorted(DOCS.rglob("*.md"))
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 DIST_NAME = PYPROJECT["project"]["name"]
 EXTRAS = set(PYPROJECT["project"].get("optional-dependencies", {}))
@@ -261,10 +262,19 @@ def test_the_cli_runs_as_the_docs_call_it():
 
 
 # ------------------------------------------------------------------ names and links
+# The reference: docs/api.md is the index, one page per topic under docs/api/.
+API_PAGES = sorted((DOCS / "api").glob("*.md"))
+
+
 def test_every_public_name_is_in_the_api_reference():
-    text = (DOCS / "api.md").read_text()
-    missing = [n for n in tg.__all__ if not re.search(rf"`tg\.{n}\b", text)]
-    assert not missing, f"not documented in docs/api.md: {missing}"
+    """Each name of tg.__all__ is in the index (docs/api.md) and in a page of docs/api/."""
+    index = (DOCS / "api.md").read_text()
+    pages = "\n".join(p.read_text() for p in API_PAGES)
+    assert len(API_PAGES) >= 5, API_PAGES
+    missing = [n for n in tg.__all__ if not re.search(rf"`@?tg\.{n}\b", index)]
+    assert not missing, f"not in the index docs/api.md: {missing}"
+    missing = [n for n in tg.__all__ if not re.search(rf"`@?tg\.{n}\b", pages)]
+    assert not missing, f"not documented in docs/api/*.md: {missing}"
 
 
 def test_every_name_of_the_dask_backend_is_in_the_api_reference():
@@ -272,9 +282,10 @@ def test_every_name_of_the_dask_backend_is_in_the_api_reference():
     if importlib.util.find_spec("distributed") is None and not os.environ.get("TASKGRAPH_REQUIRE_DASK"):
         pytest.skip("the dask extra is not installed (make setup installs it)")
     import taskgraph.dask
-    text = (DOCS / "api.md").read_text()
-    missing = [n for n in taskgraph.dask.__all__ if f"`taskgraph.dask.{n}" not in text]
-    assert not missing, f"not documented in docs/api.md: {missing}"
+    for page in (DOCS / "api.md", DOCS / "api" / "dask.md"):
+        text = page.read_text()
+        missing = [n for n in taskgraph.dask.__all__ if f"`taskgraph.dask.{n}" not in text]
+        assert not missing, f"not documented in {rel(page)}: {missing}"
 
 
 def test_every_design_note_named_in_the_docs_exists():
@@ -316,7 +327,7 @@ def test_the_packages_links_to_the_docs_name_pages_and_headings_that_exist():
     a wheel ships no docs/: every such URL in the package names a file of this repository and,
     with '#', one of its headings."""
     urls = set()
-    for src in (ROOT / "taskgraph").glob("*.py"):
+    for src in (ROOT / "taskgraph").rglob("*.py"):
         urls |= set(re.findall(r"https://github\.com/taskgraph-ft/taskgraph/blob/main/[\w./#-]+",
                                src.read_text()))
     from taskgraph import _links

@@ -16,6 +16,7 @@ SMALL = {
     "fib.py": ["--n", "20", "--cutoff", "10", "--workers", "2"],
     "quicksort.py": ["--size", "20000", "--cutoff", "500", "--workers", "2", "--boxed"],
     "pipeline.py": ["--docs", "20", "--words", "200", "--workers", "2"],
+    "dashboard.py": ["--seconds", "0.5", "--workers", "2"],
 }
 
 pytestmark = pytest.mark.timeout(120)
@@ -80,3 +81,10 @@ def test_demo_trace_option_writes_graph_timeline_and_trace(tmp_path):
     assert (tmp_path / "demo" / "fib.json").exists()
     # the picture, or its .dot source when Graphviz is missing
     assert (tmp_path / "demo" / "fib.svg").exists() or (tmp_path / "demo" / "fib.dot").exists()
+
+
+@pytest.mark.thread_unsafe(reason="the example opens a trace block, which cannot overlap another")
+def test_dashboard_example_runs_its_workload_with_the_dashboard_open():
+    r = load("dashboard.py").run(seconds=0.3, workers=2, quiet=True)
+    assert r["traced"] == fib_calls(22, 15) and r["url"].startswith("http://127.0.0.1:")
+    assert r["batches"] + r["failed"] >= 1

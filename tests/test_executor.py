@@ -1,4 +1,4 @@
-"""taskgraph.Executor (taskgraph/executor.py, csrc/py/executor.c): what CPython's own tests
+"""taskgraph.Executor (taskgraph/executor/executor.py, csrc/py/executor.c): what CPython's own tests
 (tests/test_executor_cpython.py) do not cover: nested submits that never deadlock, traces,
 cancellation, exceptions with their tracebacks, shutdown, dropped executors, asyncio, bad
 input, map's own semantics. Interpreter exit: tests/test_executor_exit.py."""
@@ -449,6 +449,50 @@ def test_done_callbacks():
         assert seen == [16, "late"]
 
 
+@tg.task
+def marked():
+    return "ran"
+
+
+def test_a_done_callback_runs_as_no_task():
+    """A task called in a future's done callback builds a lazy node, as in a node's callback:
+    it is not a child of the call the worker just finished (which would sync it, or adopt its
+    failure)."""
+    states = []
+    done = threading.Event()
+
+    def callback(fut):
+        node = marked()
+        states.append(node.state)
+        done.set()
+
+    with tg.Executor(1) as ex:
+        f = ex.submit(square, 3)
+        f.add_done_callback(callback)
+        assert done.wait(60)
+    assert states == ["new"]
+
+
+def test_a_calls_future_is_completed_once_the_tasks_it_called_have_finished():
+    gate = threading.Event()
+
+    @tg.task
+    def slow_child():
+        gate.wait(60)
+        return "child"
+
+    def parent():
+        slow_child()  # not read: synced at the call's end, as a task's child
+        return "parent"
+
+    with tg.Executor(2) as ex:
+        f = ex.submit(parent)
+        done, _ = cf.wait([f], timeout=1.0)  # the child holds the call's end back
+        assert not done
+        gate.set()
+        assert f.result(timeout=60) == "parent"
+
+
 def test_many_threads_submitting_at_once():
     with tg.Executor(2) as ex:
         out = []
@@ -465,7 +509,7 @@ def test_many_threads_submitting_at_once():
 
 
 # ---------------------------------------------------------------------- construction
-def test_initializer_runs_once_per_worker():
+def test_initializer_runs_once_per_worker_before_it_takes_a_call():
     names = []
     lock = threading.Lock()
 
@@ -473,16 +517,31 @@ def test_initializer_runs_once_per_worker():
         with lock:
             names.append((tag, threading.current_thread().name))
 
+    def seen():
+        with lock:
+            return (threading.current_thread().name in [n for _, n in names])
+
     with tg.Executor(3, thread_name_prefix="ini", initializer=init, initargs=("x",)) as ex:
-        assert sorted(names) == [("x", "ini_0"), ("x", "ini_1"), ("x", "ini_2")]
-        assert ex.submit(square, 2).result() == 4
+        assert all(f.result() for f in [ex.submit(seen) for _ in range(30)])
+    assert sorted(names) == [("x", "ini_0"), ("x", "ini_1"), ("x", "ini_2")]
 
 
-def test_a_failing_initializer_breaks_the_executor():
+def test_a_failing_initializer_breaks_the_executor(caplog):
     ex = tg.Executor(2, initializer=boom, initargs=(0,))
+    try:
+        f = ex.submit(square, 1)
+    except cf.thread.BrokenThreadPool:
+        pass  # broken already
+    else:
+        with pytest.raises(cf.thread.BrokenThreadPool, match="initializer failed"):
+            f.result(timeout=60)
+    deadline = time.monotonic() + 60
+    while not ex._broken and time.monotonic() < deadline:
+        time.sleep(0.01)
     with pytest.raises(cf.thread.BrokenThreadPool, match="initializer failed"):
         ex.submit(square, 1)
     assert "broken" in repr(ex)
+    assert "Exception in initializer" in caplog.text and "bad item 0" in caplog.text
     ex.shutdown()
 
 

@@ -3,7 +3,8 @@
 The interpreter's test package (Lib/test/test_concurrent_futures) writes its executor tests
 as mixins over an ``executor_type``: ExecutorTest (submit, map, references, exceptions),
 WaitTests (concurrent.futures.wait), AsCompletedTests (as_completed), ExecutorShutdownTest
-(shutdown, cancel_futures, the context manager). They are imported here, never copied, and
+(shutdown, cancel_futures, the context manager), InitializerMixin and FailingInitializerMixin
+(an initializer that runs, one that fails: the executor breaks). They are imported here, never copied, and
 combined with a mixin whose executor_type is taskgraph.Executor; pytest collects the
 resulting unittest classes. A few ThreadPoolExecutor-only tests that fit any thread-based
 executor are borrowed by name (below).
@@ -28,6 +29,7 @@ import taskgraph as tg
 try:
     from test.test_concurrent_futures import executor as cf_executor  # noqa: I001
     from test.test_concurrent_futures import test_as_completed as cf_as_completed
+    from test.test_concurrent_futures import test_init as cf_init
     from test.test_concurrent_futures import test_shutdown as cf_shutdown
     from test.test_concurrent_futures import test_thread_pool as cf_thread_pool
     from test.test_concurrent_futures import test_wait as cf_wait
@@ -87,6 +89,15 @@ class TaskgraphShutdownTest(TaskgraphMixin, cf_shutdown.ExecutorShutdownTest,
     @unittest.skip(BY_NAME)
     def test_hang_gh83386(self):
         pass
+
+
+class TaskgraphInitializerTest(TaskgraphMixin, cf_init.InitializerMixin, cf_util.BaseTestCase):
+    pass
+
+
+class TaskgraphFailingInitializerTest(TaskgraphMixin, cf_init.FailingInitializerMixin,
+                                      cf_util.BaseTestCase):
+    pass
 
 
 def setUpModule():

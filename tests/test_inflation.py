@@ -1,5 +1,5 @@
 """Work inflation (Trace.inflation, summary(baseline=...)) and the contention hazards named in
-summaries (taskgraph._inflation, taskgraph._hazards)."""
+summaries (taskgraph.trace.inflation, taskgraph._hazards)."""
 import dataclasses
 import sys
 
@@ -52,7 +52,7 @@ def test_the_flag_links_the_docs_by_url_and_says_what_load_does():
     text = slow.summary(baseline=base)
     assert "the machine was busy (this trace at load average 9.1 on 2 CPUs)" in text
     assert "wall-clock" in text and "docs/trace.md#caveat" in text
-    from taskgraph import _report  # the report's flag: the same words, the URLs as links
+    from taskgraph.trace import report as _report  # the report's flag: the same words, URLs as links
     page = _report.render(slow, base)
     assert "the machine was busy" in page and '<a href="https://github.com/' in page
     slow.meta.update(load=1.5)  # below the CPU count: nothing to say
@@ -152,6 +152,49 @@ def test_hazard_of_code_whose_constants_compile_left_mortal():
             assert "compile()" in why and "1103515245" in why
         else:
             assert why is None
+
+
+GLOBALS = """
+N = 12
+FULL = (1 << N) - 1
+TABLE = {"a": 1}
+
+def helper(x):
+    return x & FULL
+
+def reads_full(x):
+    return x & FULL
+
+def calls_helper(x):
+    return helper(x)
+
+def reads_table(k):
+    return TABLE[k]
+
+def literal(x):
+    return x & 4095
+
+def calls_a_function(x):
+    return len(str(x))
+"""
+
+
+@pytest.mark.skipif(tg.gil_enabled(), reason="with the GIL, no reference count is contended")
+def test_hazard_of_a_mortal_module_global_read_by_the_task_or_a_function_it_calls():
+    import threading
+    import types
+    # one module per thread: make test-parallel runs this test in several threads at once
+    mod = types.ModuleType(f"_tg_hazard_globals_{threading.get_ident()}")
+    sys.modules[mod.__name__] = mod
+    try:
+        exec(GLOBALS, mod.__dict__)
+        assert "'FULL'" in hazard_of(mod.reads_full) and "int value" in hazard_of(mod.reads_full)
+        assert "'FULL'" in hazard_of(mod.calls_helper)  # one level down
+        assert "'TABLE'" in hazard_of(mod.reads_table)
+        assert hazard_of(mod.literal) is None
+        assert hazard_of(mod.calls_a_function) is None  # builtins and functions are not data
+    finally:
+        sys.modules.pop(mod.__name__, None)
 
 
 @pytest.mark.thread_unsafe(reason="opens a trace, which records every task of the process")

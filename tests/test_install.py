@@ -58,40 +58,46 @@ def user_env():
 
 # ------------------------------------------------------------------ the interpreters
 def _probe(py):
-    """(real path, free-threaded?) of an interpreter, or None if it does not run."""
+    """(real path, (major, minor), free-threaded?) of an interpreter, or None if it does not run."""
     try:
         p = subprocess.run([py, "-c", "import os, sys, sysconfig; print(os.path.realpath(sys.executable)); "
+                            "print(*sys.version_info[:2]); "
                             "print(int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))))"],
                            capture_output=True, text=True, timeout=60, env=user_env())
     except (OSError, subprocess.TimeoutExpired):
         return None
     if p.returncode != 0:
         return None
-    real, ft = p.stdout.split()
-    return real, ft == "1"
+    real, major, minor, ft = p.stdout.split()
+    return real, (int(major), int(minor)), ft == "1"
 
 
-def find_interpreter(free_threaded):
-    """Found as tools/setup.sh finds them: the free-threaded one from TASKGRAPH_PYTHON,
-    python3.15t/3.14t/3.13t on PATH or the cached build; the GIL build python3.11 or python3."""
-    if free_threaded:
-        names = ["python3.15t", "python3.14t", "python3.13t"]
-        extra = [os.environ.get("TASKGRAPH_PYTHON"), str(CACHE / "cpython-3.13t" / "bin" / "python3.13t")]
+def find_interpreter(kind):
+    """Found as tools/setup.sh finds them: 3.14t from TASKGRAPH_PYTHON, python3.14t on PATH or
+    the cached build; 3.13t from TASKGRAPH_PYTHON_313T, python3.13t or the cached build; the
+    GIL build python3.11 or python3. The running interpreter first, where it is the kind."""
+    if kind == "gil":
+        cands, want = [shutil.which("python3.11"), shutil.which("python3")], None
     else:
-        names, extra = ["python3.11", "python3"], []
-    cands = [getattr(sys, "_base_executable", sys.executable)] + extra[:1] + [shutil.which(n) for n in names] + extra[1:]
+        minor = 14 if kind == "3.14t" else 13
+        var = "TASKGRAPH_PYTHON" if minor == 14 else "TASKGRAPH_PYTHON_313T"
+        cands = [os.environ.get(var), shutil.which(f"python3.{minor}t"),
+                 str(CACHE / f"cpython-3.{minor}t" / "bin" / f"python3.{minor}t")]
+        want = (3, minor)
+    cands.insert(0, getattr(sys, "_base_executable", sys.executable))
     for c in cands:
         if c and os.path.exists(c):
             found = _probe(c)
-            if found and found[1] == free_threaded:
+            if found and found[2] == (kind != "gil") and (want is None or found[1] == want):
                 return found[0]
     return None
 
 
-FT_PY = find_interpreter(True)
-GIL_PY = find_interpreter(False)
-PYTHONS = {"free-threaded": FT_PY, "gil": GIL_PY}
+#: The interpreters the package is built and installed for: free-threaded 3.14 and 3.13, and
+#: the GIL build. The wheels of the free-threaded ones are cp314t and cp313t.
+PYTHONS = {kind: find_interpreter(kind) for kind in ("3.14t", "3.13t", "gil")}
 RUNNING_FT = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+RUNNING = ("3.14t" if sys.version_info[:2] == (3, 14) else "3.13t") if RUNNING_FT else "gil"
 
 
 def run(cmd, timeout=900, **kw):
@@ -104,8 +110,9 @@ def run(cmd, timeout=900, **kw):
 
 @pytest.fixture(scope="module", autouse=True)
 def once_per_make_test(request):
-    """make test runs the Python tests four times (make test-py, test-parallel, test-gil,
-    test-asan); this module needs to run once, and covers both interpreters from any one."""
+    """make test runs the Python tests several times (make test-py on each interpreter,
+    test-parallel, test-gil, test-asan); this module needs to run once, and covers every
+    interpreter from the primary one (3.14t; else whichever free-threaded one there is)."""
     if os.environ.get("TASKGRAPH_SANITIZED"):
         pytest.skip("not against the AddressSanitizer build (make test-asan): make test-py "
                     "runs the install test")
@@ -113,26 +120,28 @@ def once_per_make_test(request):
     if threads not in ("1", "None"):
         pytest.skip("not in the 4-threads-per-test run (make test-parallel): make test-py "
                     "runs the install test")
-    if not RUNNING_FT and FT_PY:
-        pytest.skip(f"run from the free-threaded interpreter (make test-py), which installs "
-                    f"into both {FT_PY} and {GIL_PY}")
+    primary = "3.14t" if PYTHONS["3.14t"] else "3.13t" if PYTHONS["3.13t"] else "gil"
+    if RUNNING != primary:
+        pytest.skip(f"run from the {primary} interpreter (make test-py), which installs into "
+                    f"every one: {PYTHONS}")
 
 
 # ------------------------------------------------------------------ the builds
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory):
-    """{"sdist": path, "free-threaded": wheel, "gil": wheel} as `make dist` makes them:
-    `python -m build` (sdist, then a wheel from the sdist, isolated) from the interpreter
-    running the tests, the other interpreter's wheel by pip from the same sdist."""
+    """{"sdist": path, "3.14t": wheel, "3.13t": wheel, "gil": wheel} as `make dist` makes
+    them: `python -m build` (sdist, then a wheel from the sdist, isolated) from the interpreter
+    running the tests, the other interpreters' wheels by pip from the same sdist."""
     out = tmp_path_factory.mktemp("dist")
     run([sys.executable, "-m", "build", "--outdir", out, ROOT], timeout=1200)
     sdists = list(out.glob(f"{STEM}-{VERSION}.tar.gz"))
     wheels = list(out.glob(f"{STEM}-{VERSION}-*.whl"))
     assert len(sdists) == 1 and len(wheels) == 1, sorted(p.name for p in out.iterdir())
-    got = {"sdist": sdists[0], "free-threaded" if RUNNING_FT else "gil": wheels[0]}
-    other = "gil" if RUNNING_FT else "free-threaded"
-    if PYTHONS[other]:
-        venv = fresh_venv(PYTHONS[other], tmp_path_factory.mktemp(f"wheel-{other}"))
+    got = {"sdist": sdists[0], RUNNING: wheels[0]}
+    for other, py in PYTHONS.items():
+        if other == RUNNING or not py:
+            continue
+        venv = fresh_venv(py, tmp_path_factory.mktemp(f"wheel-{other}"))
         wdir = tmp_path_factory.mktemp(f"dist-{other}")
         run([venv / "bin" / "python", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", wdir,
              sdists[0]], timeout=1200)
@@ -194,11 +203,11 @@ print(json.dumps({
 
 # ------------------------------------------------------------------ the installs
 @pytest.mark.parametrize("kind", ["wheel", "sdist"])
-@pytest.mark.parametrize("interp", ["free-threaded", "gil"])
+@pytest.mark.parametrize("interp", ["3.14t", "3.13t", "gil"])
 def test_pip_install_into_a_fresh_venv_and_run(interp, kind, dists, tmp_path):
     py = PYTHONS[interp]
     if py is None:
-        pytest.skip(f"no {interp} CPython on this machine (looked as tools/setup.sh does)")
+        pytest.skip(f"no CPython {interp} on this machine (looked as tools/setup.sh does)")
     venv = fresh_venv(py, tmp_path)
     vpy = venv / "bin" / "python"
     artefact = dists["sdist"] if kind == "sdist" else dists[interp]
@@ -226,7 +235,7 @@ def test_pip_install_into_a_fresh_venv_and_run(interp, kind, dists, tmp_path):
                             timeout=120, env=user_env(), cwd=work)
     if script.returncode != 0 or "usage" not in script.stdout:
         problems.append(f"`taskgraph --help`: exit status {script.returncode}: {script.stderr[-2000:]}")
-    if interp == "free-threaded":
+    if interp != "gil":
         if not got["free_threaded_build"]:
             problems.append("the free-threaded venv runs a GIL build")
         if got["gil_enabled"]:
@@ -244,6 +253,32 @@ def test_pip_install_into_a_fresh_venv_and_run(interp, kind, dists, tmp_path):
     assert not problems, f"{interp} venv, installed from the {kind}:\n- " + "\n- ".join(problems)
 
 
+def test_importing_in_a_checkout_says_what_happened_and_the_command_that_works(dists, tmp_path):
+    """The README's install (`pip install .` into a fresh venv), then `import taskgraph` run
+    inside the checkout: the checkout's taskgraph/ folder, with no extension built, shadows the
+    installed package. The error says so and gives a command; that command, run as given in
+    the fresh venv, makes the import work there (it did not: it said `pip install
+    --no-build-isolation -e .`, which fails in a venv without setuptools)."""
+    py = PYTHONS[RUNNING]
+    venv = fresh_venv(py, tmp_path)
+    vpy = venv / "bin" / "python"
+    run([vpy, "-m", "pip", "install", dists[RUNNING]], timeout=1200)
+    with tarfile.open(dists["sdist"]) as t:
+        t.extractall(tmp_path / "src", filter="data")
+    checkout = tmp_path / "src" / f"{STEM}-{VERSION}"
+    p = subprocess.run([vpy, "-c", "import taskgraph"], cwd=checkout, capture_output=True,
+                       text=True, timeout=300, env=user_env())
+    assert p.returncode != 0
+    said = p.stderr.strip().splitlines()[-1]
+    assert "found the source folder" in said and str(checkout) in said, said
+    assert "site-packages" in said and "Run Python from another directory" in said, said
+    command = re.search(r"`([^`]*pip install[^`]*)`", said).group(1)
+    assert "--no-build-isolation" not in command, said
+    run(command.split(), timeout=1200, cwd=checkout)  # as given: the venv's pip, the checkout
+    run([vpy, "-c", "import taskgraph as tg; assert tg.compute(tg.task(abs)(-2)) == 2"],
+        timeout=300, cwd=checkout)
+
+
 # ------------------------------------------------------------------ what the files hold
 def test_the_sdist_holds_what_its_tests_need(dists):
     with tarfile.open(dists["sdist"]) as t:
@@ -254,7 +289,8 @@ def test_the_sdist_holds_what_its_tests_need(dists):
             "tests/conftest.py", "tests/helpers.py", "tests/dask_tasks.py", "tools/setup.sh"}
     need |= {str(p.relative_to(ROOT)) for pat in ("tests/*.py", "examples/*.py", "docs/**/*.md",
                                                    "docs/img/*", "csrc/*.[ch]", "csrc/py/*.[ch]",
-                                                   "csrc/tests/*.c", "taskgraph/*.py")
+                                                   "csrc/tests/*.c", "taskgraph/**/*.py",
+                                                   "tests/data/*", "taskgraph/dashboard/static/*")
              for p in ROOT.glob(pat)
              if tracked.returncode != 0 or str(p.relative_to(ROOT)) in tracked.stdout.split("\n")}
     missing = sorted(need - names)
@@ -264,7 +300,8 @@ def test_the_sdist_holds_what_its_tests_need(dists):
 
 
 def test_the_wheels_and_their_metadata(dists):
-    for interp in ("free-threaded", "gil"):
+    assert {k for k, py in PYTHONS.items() if py} <= set(dists), sorted(dists)
+    for interp in ("3.14t", "3.13t", "gil"):
         if interp not in dists:
             continue
         with zipfile.ZipFile(dists[interp]) as z:
@@ -273,6 +310,11 @@ def test_the_wheels_and_their_metadata(dists):
             meta = email.parser.Parser().parsestr(z.read(meta_name).decode())
             entry = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
         assert any(re.match(r"taskgraph/_core\..*\.so$", n) for n in names), names
+        modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "taskgraph").rglob("*.py")}
+        assert modules <= set(names), f"the wheel lacks {sorted(modules - set(names))}"
+        # the dashboard's page: its HTML, script and style are package data
+        static = {p.relative_to(ROOT).as_posix() for p in (ROOT / "taskgraph/dashboard/static").iterdir()}
+        assert static and static <= set(names), f"the wheel lacks {sorted(static - set(names))}"
         assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
         assert not any(n.startswith(("tests/", "csrc/", "docs/")) for n in names), names
         assert meta["Name"] == DIST and meta["Version"] == VERSION
@@ -283,13 +325,14 @@ def test_the_wheels_and_their_metadata(dists):
         assert "Programming Language :: C" in classifiers
         requires = meta.get_all("Requires-Dist")
         assert not [r for r in requires if r.startswith("cffi") and "extra ==" not in r], requires
-        assert {"cffi<2,>=1.17.1; python_version < \"3.14\" and extra == \"test\"",
-                "cffi>=2; python_version >= \"3.14\" and extra == \"test\""} <= set(requires), requires
+        # the test extra's cffi: cffi 2, but not on 3.13 (cffi 2 refuses 3.13t)
+        assert "cffi>=2; python_version != \"3.13\" and extra == \"test\"" in requires, requires
         urls = meta.get_all("Project-URL")
         assert urls and any(u.startswith("Repository,") for u in urls), urls
         body = meta.get_payload()
         assert "pip install taskgraph-ft" in body
         assert not re.search(r"\]\((?!https?://|#)", body), "relative links in the long description"
         assert "taskgraph = taskgraph.cli:main" in entry
-        if interp == "free-threaded":
-            assert re.search(r"-cp31\d+-cp31\d+t-", dists[interp].name), dists[interp].name
+        if interp != "gil":
+            tag = interp.replace("3.", "cp3").replace("t", "")
+            assert re.search(rf"-{tag}-{tag}t-", dists[interp].name), dists[interp].name

@@ -1,11 +1,11 @@
-"""Trace.predict and the work-stealing simulation (taskgraph._predict, taskgraph._simulate):
+"""Trace.predict and the work-stealing simulation (taskgraph.trace.predict, taskgraph.trace.simulate):
 the logic on synthetic graphs whose answers are known; the figures on real traces are checked
 against measured runs in benchmarks/predict.py, never here (no timings in tests)."""
 import pytest
 
 import taskgraph as tg
-from taskgraph._predict import burdened_span, costs
-from taskgraph._simulate import Graph, graph_of, simulate
+from taskgraph.trace.predict import burdened_span, costs
+from taskgraph.trace.simulate import Graph, graph_of, simulate
 
 MS = 1_000_000
 
@@ -156,7 +156,7 @@ def test_the_shared_line_queues_counted_tasks_not_covered_children():
 
 def test_the_contended_rmw_cost_is_measured_on_this_machine_or_given():
     from taskgraph._native import core
-    from taskgraph._predict import shared_rmw_ns
+    from taskgraph.trace.predict import shared_rmw_ns
     ns = shared_rmw_ns()
     assert ns > 0 and shared_rmw_ns() == ns  # measured once per process
     assert core.contended_rmw_ns(100) > 0

@@ -1,4 +1,4 @@
-"""Trace.report, Trace._repr_html_ and `taskgraph report` (taskgraph._report): one
+"""Trace.report, Trace._repr_html_ and `taskgraph report` (taskgraph.trace.report): one
 self-contained HTML file with its sections; rendered by headless Chromium when one is
 installed."""
 import subprocess
@@ -126,7 +126,7 @@ def test_report_renders_in_headless_chromium(traces, tmp_path):
 
 
 def test_report_of_a_large_trace_shows_the_bounds_only(traces, tmp_path, monkeypatch):
-    from taskgraph import _report
+    from taskgraph.trace import report as _report
     one, two, d = traces
     monkeypatch.setattr(_report, "MAX_SIMULATED", 10)
     monkeypatch.setattr(_report, "MAX_TIMELINE", 10)
@@ -200,7 +200,7 @@ def test_a_simulation_below_the_lower_bound_is_explained(monkeypatch):
     the line's moves, two per task and one at a time, outweigh the work whatever this
     machine's speed: at a fixed 1 us, the AddressSanitizer build's slower tasks outweighed the
     line under load, and the simulation reached its cap, above the lower bound.)"""
-    from taskgraph import _predict
+    from taskgraph.trace import predict as _predict
     @tg.task
     def load(i):
         if i == 3:

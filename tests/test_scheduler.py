@@ -124,12 +124,71 @@ def test_a_with_block_makes_the_scheduler_current_for_compute_and_result():
         with tg.Scheduler(workers=1) as b:  # nests: the innermost wins
             assert tg.compute(_where()).startswith(f"taskgraph-{b.number}-")
         assert tg.current_scheduler() is a
-        other = []  # the block is per thread: another thread still uses the default
-        t = threading.Thread(target=lambda: other.append(tg.current_scheduler()))
-        t.start()
-        t.join()
-        assert other == [tg.default_scheduler()]
     assert tg.current_scheduler() is tg.default_scheduler()
+
+
+# Where the interpreter gives a new thread a copy of its creator's context (free-threaded 3.14
+# by default), threads inherit `with` blocks; elsewhere (3.13t, the GIL builds) they start with
+# none. taskgraph follows the interpreter's rule: the current scheduler is a context variable.
+INHERITS = bool(getattr(sys.flags, "thread_inherit_context", 0))
+
+
+def _in_thread(fn, **kw):
+    got = []
+    t = threading.Thread(target=lambda: got.append(fn()), **kw)
+    t.start()
+    t.join()
+    return got[0]
+
+
+def test_a_thread_started_inside_a_with_block_sees_its_scheduler_where_threads_inherit_contexts():
+    with tg.Scheduler(workers=1) as a:
+        seen = _in_thread(tg.current_scheduler)
+        assert seen is (a if INHERITS else tg.default_scheduler())
+        if sys.version_info >= (3, 14):  # a thread given a fresh context starts with no block
+            import contextvars
+            assert _in_thread(tg.current_scheduler, context=contextvars.Context()) \
+                is tg.default_scheduler()
+        started = threading.Event()
+        release = threading.Event()
+        late = []
+
+        def wait_then_look():
+            started.set()
+            release.wait(30)
+            late.append(tg.current_scheduler())
+        t = threading.Thread(target=wait_then_look)
+        t.start()
+        started.wait(30)
+    release.set()  # a: closed meanwhile; the thread falls back to the default
+    t.join()
+    assert late == [tg.default_scheduler()]
+
+
+@tg.task
+def _thread_in_task():
+    return _in_thread(lambda: (tg.current_scheduler(), tg.compute(_where())))
+
+
+def test_a_thread_started_inside_a_task_sees_the_tasks_scheduler_where_threads_inherit_contexts():
+    with tg.Scheduler(workers=2) as s:
+        with tg.Scheduler(workers=1) as outer:  # the scheduler is made inside another block
+            inner = tg.Scheduler(workers=2)  # one waits for the thread, one runs its compute
+        try:
+            seen, where = inner.compute(_thread_in_task())
+            if INHERITS:
+                assert seen is inner and where.startswith(f"taskgraph-{inner.number}-")
+            else:
+                assert seen is tg.default_scheduler()
+            # a worker outside any task (a done callback) sees the default, on every version
+            box, done = [], threading.Event()
+            node = _ok(1)
+            node.add_done_callback(lambda _: (box.append(tg.current_scheduler()), done.set()))
+            inner.compute(node)
+            assert done.wait(30) and box == [tg.default_scheduler()]
+            assert outer.closed and not s.closed
+        finally:
+            inner.close()
 
 
 def test_use_scheduler_does_not_close_and_skips_closed_schedulers():
@@ -442,6 +501,7 @@ if pid == 0:
     check("a new node on a parent's node", lambda: tg.compute(inc(in_flight)), "made before fork()")
     s.close()                                           # closed there already: returns
     assert len(s.stats()) == 2
+    assert s.spare_stats()["limit"] == 128 and s.spare_stats()["threads"] == 0  # no lock taken
     with tg.Scheduler(2) as t:
         print("child: new scheduler", t.compute(inc(20)), flush=True)
     print("child: done", flush=True)

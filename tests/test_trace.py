@@ -89,8 +89,10 @@ def test_known_answer_chain_has_parallelism_one():
 def _simulated(tr, own_of, **fields):
     """The trace's records as recorded (tasks, parents, dependencies: the executed graph's
     structure) with fixed simulated own times: work, span and parallelism then depend on the
-    structure alone, not on how busy the machine was while the tasks ran."""
-    return tg.Trace([dataclasses.replace(r, own=own_of(r), **{k: f(i, r) for k, f in fields.items()})
+    structure alone, not on how busy the machine was while the tasks ran (and none of it is
+    waiting: the measured CPU times are dropped with the measured own times)."""
+    return tg.Trace([dataclasses.replace(r, own=own_of(r), cpu=None, blocked=0,
+                                         **{k: f(i, r) for k, f in fields.items()})
                      for i, r in enumerate(tr.records)])
 
 
@@ -262,3 +264,33 @@ def test_add_records_refuses_anything_but_task_records():
     with pytest.raises(TypeError, match="add_records: records must be TaskRecords"):
         tr.add_records([_record("ok", 0), {"key": "bad"}])
     assert len(tr) == 0  # nothing added
+
+
+def test_a_collection_while_a_trace_starts_may_free_a_scheduler():
+    # Starting a trace makes a recorder per worker slot under the trace lock; on CPython 3.11
+    # an allocation there may run the cyclic collector, which may free a closed scheduler held
+    # in a cycle, whose engine then unregisters from the same lock: that deadlocked.
+    from helpers import run_script
+    p = run_script("""
+        import gc, warnings
+        warnings.simplefilter("ignore")
+        import taskgraph as tg
+        from taskgraph._native import core
+
+        class Holder:
+            pass
+
+        alive = [tg.Scheduler(2) for _ in range(3)]  # hundreds of recorders at trace start
+        gc.disable()
+        h = Holder(); h.me = h; h.s = tg.Scheduler(2); h.s.close()
+        del h                       # garbage in a cycle: a closed scheduler
+        gc.set_threshold(1, 1, 1)   # an allocation of the trace's start collects it
+        gc.enable()
+        core.trace_start()
+        core.trace_stop()
+        gc.set_threshold(700, 10, 10)
+        for s in alive:
+            s.close()
+        print("ok")
+    """)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""Trace files (taskgraph._trace_files): save/load round trip, damaged files refused, the
+"""Trace files (taskgraph.trace.files): save/load round trip, damaged files refused, the
 Chrome timeline."""
 import json
 

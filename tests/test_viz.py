@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import taskgraph as tg
+from taskgraph.trace import viz
 from helpers import fib, needs_chromium, screenshot
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
@@ -98,12 +99,12 @@ def test_trace_visualize_returns_a_picture_as_tg_visualize_does(tmp_path, fib_tr
     way (a str a notebook displays)."""
     monkeypatch.chdir(tmp_path)
     pic = fib_trace.visualize()
-    assert isinstance(pic, tg.viz.Picture) and pic.path is None and list(tmp_path.iterdir()) == []
+    assert isinstance(pic, viz.Picture) and pic.path is None and list(tmp_path.iterdir()) == []
     assert ET.fromstring(str(pic)).tag.endswith("svg") and pic._repr_svg_() == str(pic)
     assert "digraph" in pic.source
     p = tmp_path / "g.svg"
     pic = fib_trace.visualize(p, detail="all")
-    assert isinstance(pic, tg.viz.Picture) and pic == str(p) and pic.path == str(p)
+    assert isinstance(pic, viz.Picture) and pic == str(p) and pic.path == str(p)
     assert pic._repr_mimebundle_()["text/plain"] == str(p)
 
 
@@ -119,13 +120,13 @@ def test_stolen_marks_only_tasks_that_ran_away_from_their_spawner():
                    rec("away-3", 1, "root-1", stolen=True, start=2),
                    rec("home-4", 0, "root-1", start=3),
                    rec("lazy-5", 1, stolen=True, start=4)])  # no spawner: moved when stolen
-    from taskgraph._analysis import moved
+    from taskgraph.trace.analysis import moved
     assert moved(tr.records) == {"away-3", "lazy-5"}
-    src = tg.viz.trace_graph(tr, detail="all").source
+    src = viz.trace_graph(tr, detail="all").source
     nodes = re.findall(r"^\s*t\d+ \[([^\]]*)\]", src, re.M)
     doubled = [re.search(r'tooltip="([\w-]+) on', a).group(1) for a in nodes if "peripheries=2" in a]
     assert sorted(doubled) == ["away-3", "lazy-5"], src
-    from taskgraph import _report
+    from taskgraph.trace import report as _report
     html = _report.fragment(tr)
     outlined = re.findall(r'stroke="#000"[^>]*><title>([\w-]+) ', html)
     assert sorted(outlined) == ["away-3", "lazy-5"]
@@ -283,7 +284,7 @@ def test_node_html_of_a_lazy_graph_is_its_plan_inline():
 
 
 def test_node_html_without_dot_lists_the_plan(monkeypatch):
-    import taskgraph._notebook as nb
+    from taskgraph.trace import notebook as nb
 
     def missing(source):
         raise tg.GraphvizError("no dot")

@@ -82,6 +82,40 @@ def test_gather_inside_and_outside():
     assert tg.compute(sum_of_squares(50), workers=2) == sum(i * i for i in range(50))
 
 
+class _Odd(Exception):
+    pass
+
+
+@tg.task
+def _sq_or_fail(x):
+    if x % 2:
+        raise _Odd(x)
+    return x * x
+
+
+@tg.task
+def _gathers(xs, extra=()):
+    kids = [_sq_or_fail(x) for x in xs]
+    try:
+        return tg.gather(*kids, *extra)
+    except _Odd as e:  # the first failure in argument order, as compute raises it
+        return ("failed", e.args[0], [k.done() for k in kids])
+
+
+def test_gather_of_children_inside_a_task_joins_each_and_keeps_computes_rules(sched):
+    assert sched.compute(_gathers([0, 2, 4])) == [0, 4, 16]
+    # a Node given twice, and values that are not Nodes, come back as compute gives them
+    assert sched.compute(_gathers([2], extra=(3, "x"))) == [4, 3, "x"]
+    # the first failure in order is raised, every child has finished, and reading them all
+    # marked them seen: the parent's sync does not fail the task with an unread failure
+    assert sched.compute(_gathers([0, 5, 2, 7])) == ("failed", 5, [True] * 4)
+
+    @tg.task
+    def twice():
+        k = _sq_or_fail(6)
+        return tg.gather(k, k)
+    assert sched.compute(twice()) == [36, 36]
+
 def test_dag_nodes_built_inside_a_task_with_dependencies(sched):
     @tg.task
     def add(a, b):

@@ -21,8 +21,14 @@ TAG=$("$PY" -c 'import sys, sysconfig; print(sys.implementation.cache_tag + ("t"
 OUT=$ROOT/build/asan-$TAG
 cd "$ROOT"
 mkdir -p "$OUT/taskgraph"
-# The package: the sources, linked, next to the instrumented extension.
-for f in taskgraph/*.py; do ln -sf "$ROOT/$f" "$OUT/$f"; done
+# The package: the sources of it and of its sub-packages and their data files (the
+# dashboard's page), linked, next to the instrumented extension (the links of an earlier
+# layout removed first: a stale module must not import).
+find "$OUT/taskgraph" -type l -delete
+while IFS= read -r f; do
+  mkdir -p "$OUT/$(dirname "$f")"
+  ln -sf "$ROOT/$f" "$OUT/$f"
+done < <(find taskgraph -type f -not -path '*/__pycache__/*' -not -name '*.so' -not -name '*.o')
 TASKGRAPH_TEST_BUILD=1 TASKGRAPH_CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
   "$PY" setup.py -q build_ext --build-lib "$OUT" --build-temp "$OUT/tmp" >"$OUT/build.log" 2>&1 \
   || { cat "$OUT/build.log"; exit 1; }

@@ -6,7 +6,11 @@
   tests/test_docs.py checks that they still agree.
 * docs/img/notebook-trace.png: a trace of the same computation displayed in a notebook
   (``tr._repr_html_()`` in an output cell under a markdown cell), rendered by headless
-  Chromium (skipped, with a message, when Chromium is not installed)."""
+  Chromium (skipped, with a message, when Chromium is not installed).
+* docs/img/dashboard.png: the live dashboard (``tg.dashboard()``) during a real run of
+  examples/dashboard.py (a pipeline of three task functions, a few failures, fork-join fib,
+  a traced compute), as headless Chromium shows it (driven over its DevTools protocol,
+  tests/cdp.py)."""
 from __future__ import annotations
 
 import pathlib
@@ -19,6 +23,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PICTURE = ROOT / "docs" / "img" / "fib-trace.svg"
 NOTEBOOK = ROOT / "docs" / "img" / "notebook-trace.png"
+DASHBOARD = ROOT / "docs" / "img" / "dashboard.png"
 # A notebook page: a markdown cell, then the cell that displays the trace (the look of a
 # notebook's own styles is not ours to copy: plain cells, as a renderer without a theme shows).
 _PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
@@ -60,6 +65,31 @@ def notebook_picture(code: str, d: pathlib.Path) -> None:
     print(f"wrote {NOTEBOOK.relative_to(ROOT)}")
 
 
+def dashboard_picture() -> None:
+    if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
+        print(f"no headless Chromium: {DASHBOARD.relative_to(ROOT)} not redrawn")
+        return
+    import importlib.util
+    import time
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cdp import Browser
+    spec = importlib.util.spec_from_file_location("dashboard_example", ROOT / "examples" / "dashboard.py")
+    example = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = example  # a module as any imported one (its tasks' home)
+    spec.loader.exec_module(example)
+
+    def shoot(d):
+        with Browser() as b:
+            b.open(d.url, width=1200, height=1400)
+            b.wait_for("document.body.dataset.updates >= 2", timeout=120)
+            time.sleep(5)  # the stream fills its window
+            b.wait_for("document.querySelectorAll('.trace img, .trace p.note').length > 0", timeout=60)
+            b.screenshot(DASHBOARD)
+
+    example.run(window=3.0, while_running=shoot, quiet=True)
+    print(f"wrote {DASHBOARD.relative_to(ROOT)}")
+
+
 def main() -> int:
     code = first_block()
     with tempfile.TemporaryDirectory() as d:
@@ -67,6 +97,7 @@ def main() -> int:
         shutil.copyfile(pathlib.Path(d) / drawn_file(code), PICTURE)
         print(f"wrote {PICTURE.relative_to(ROOT)}")
         notebook_picture(code, pathlib.Path(d))
+    dashboard_picture()
     return 0
 
 

@@ -1,6 +1,6 @@
 /* The Future protocol on Node: done callbacks (add_done_callback, remove_done_callback),
- * cancelled(), running(), `await node` (delegated to taskgraph._aio) and the notebook's
- * _repr_html_ (delegated to taskgraph._notebook).
+ * cancelled(), running(), `await node` (delegated to taskgraph.executor.aio) and the notebook's
+ * _repr_html_ (delegated to taskgraph.trace.notebook).
  *
  * Callbacks live in a list made on the first add_done_callback (n->callbacks, NULL until
  * then). The list is changed only under the node's critical section. When the node finishes,
@@ -214,7 +214,7 @@ static PyObject *call_helper(const char *module, const char *name, NodeObject *n
 }
 
 PyObject *tg_node_await(NodeObject *n) {
-    PyObject *coro = call_helper("taskgraph._aio", "wait_node", n);
+    PyObject *coro = call_helper("taskgraph.executor.aio", "wait_node", n);
     if (!coro) return NULL;
     PyObject *it = PyObject_CallMethod(coro, "__await__", NULL);
     Py_DECREF(coro);
@@ -227,5 +227,5 @@ PyAsyncMethods tg_node_as_async = {
 
 PyObject *tg_node_repr_html(NodeObject *n, PyObject *unused) {
     (void)unused;
-    return call_helper("taskgraph._notebook", "node_html", n);
+    return call_helper("taskgraph.trace.notebook", "node_html", n);
 }

@@ -8,7 +8,7 @@
  * every path that finishes a node (worker.c), after tg_pool_finish, with n still alive and
  * the thread attached, when tg_callbacks_pending(n) says so (adder 0), and by
  * add_done_callback when it finds the node finished (adder 1). The fast path (no callback ever added) is one seq_cst fence and one
- * relaxed load (benchmarks/: see the report in docs/api.md's Future protocol section). A
+ * relaxed load (benchmarks/: see docs/api/futures.md). A
  * callback's Exception goes to sys.unraisablehook; a KeyboardInterrupt or SystemExit is
  * raised in the adder (-1 returned, after every callback ran) and reported in a finisher
  * (see call_one in callbacks.c); a pending exception of the caller is kept (0). */

@@ -6,14 +6,19 @@
 #include <Python.h>
 
 #ifdef Py_GIL_DISABLED
-/* CPython's internal _PyObject_IsUniquelyReferenced, with the fields of object.h: whether the
- * caller's reference to ob is its only one (owned by this thread, local count 1, nothing in
- * the shared count, its flags included), so that no other thread can reach ob or start to.
- * Relaxed loads: the local count is the caller's alone to change; any other thread's
- * reference shows in the shared count. */
+/* Whether the caller's reference to ob is its only one (owned by this thread, local count 1,
+ * nothing in the shared count, its flags included), so that no other thread can reach ob or
+ * start to. 3.14 has it as public unstable API; on 3.13t it is CPython's internal
+ * _PyObject_IsUniquelyReferenced, with the fields of object.h (docs/design/native.md, "What
+ * is taken from CPython's internals"). Relaxed loads: the local count is the caller's alone
+ * to change; any other thread's reference shows in the shared count. */
 static inline int tg_only_reference(PyObject *ob) {
+#if PY_VERSION_HEX >= 0x030E0000
+    return PyUnstable_Object_IsUniquelyReferenced(ob);
+#else
     return _Py_IsOwnedByCurrentThread(ob) && _Py_atomic_load_uint32_relaxed(&ob->ob_ref_local) == 1 &&
            _Py_atomic_load_ssize_relaxed(&ob->ob_ref_shared) == 0;
+#endif
 }
 #endif
 

@@ -49,27 +49,33 @@ void tg_engines_after_fork_child(void) {
 }
 
 static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"workers", "number", "max_help_depth", "label", NULL};
+    static char *names[] = {"workers", "number", "max_help_depth", "label", "spares", "spare_idle",
+                            "detect", NULL};
     PyObject *label;
-    int nworkers, number, depth;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iiiU:Engine", names, &nworkers, &number, &depth,
-                                     &label))
+    int nworkers, number, depth, spares = 0, detect = 1;
+    double spare_idle = 0.5;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iiiU|idp:Engine", names, &nworkers, &number, &depth,
+                                     &label, &spares, &spare_idle, &detect))
         return NULL;
-    if (nworkers < 1 || nworkers > TG_MAX_WORKERS || depth < 0) {
-        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..%d and max_help_depth >= 0, "
-                     "got workers=%d, max_help_depth=%d", TG_MAX_WORKERS, nworkers, depth);
+    if (nworkers < 1 || nworkers > TG_MAX_WORKERS || depth < 0 || spares < 0 ||
+        spares > TG_MAX_SPARES || !(spare_idle >= 0 && spare_idle <= 3600)) {
+        PyErr_Format(PyExc_ValueError, "Engine: workers must be 1..%d, max_help_depth >= 0, "
+                     "spares 0..%d and spare_idle 0..3600 s, got workers=%d, max_help_depth=%d, "
+                     "spares=%d", TG_MAX_WORKERS, TG_MAX_SPARES, nworkers, depth, spares);
         return NULL;
     }
     EngineObject *e = (EngineObject *)type->tp_alloc(type, 0);
     if (!e) return NULL;
     /* The pool first: dealloc frees whatever was made (e->pool, e->workers may be NULL). */
-    e->pool = tg_pool_new(nworkers);
+    e->pool = tg_pool_new_spares(nworkers, spares);
     if (!e->pool) {
         Py_DECREF(e);
         return PyErr_Format(PyExc_MemoryError, "taskgraph: could not create a pool of %d workers",
                             nworkers);
     }
-    size_t bytes = (sizeof(Runner) * (size_t)nworkers + 63) / 64 * 64;
+    tg_pool_set_detection(e->pool, detect);
+    int nslots = nworkers + spares;
+    size_t bytes = (sizeof(Runner) * (size_t)nslots + 63) / 64 * 64;
     e->workers = aligned_alloc(64, bytes);
     if (!e->workers) {
         Py_DECREF(e);
@@ -77,6 +83,8 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     memset(e->workers, 0, bytes);
     e->nworkers = nworkers;
+    e->nslots = nslots;
+    e->spare_idle_ns = (int64_t)(spare_idle * 1e9);
     e->number = number;
     e->max_help_depth = depth;
     e->nthreads = nworkers;
@@ -85,12 +93,12 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     pthread_mutex_init(&e->reg.mu, NULL);
     atomic_init(&e->reg.closed, 0);
     atomic_init(&e->forked, 0);
-    e->obs = tg_observer_new(number, nworkers); /* given recorders if a trace is open */
+    e->obs = tg_observer_new(number, nworkers, nslots); /* given recorders if a trace is open */
     if (!e->obs) {
         Py_DECREF(e);
         return NULL;
     }
-    for (int i = 0; i < nworkers; i++) {
+    for (int i = 0; i < nslots; i++) {
         Runner *W = &e->workers[i];
         W->engine = (PyObject *)e;
         W->pool = e->pool;
@@ -141,13 +149,91 @@ static PyObject *engine_work(EngineObject *e, PyObject *arg) {
     Runner *W = &e->workers[i];
     W->stack_low = tg_c_stack_limit();
     TG_TLS.worker = W;
+    tg_pool_attach(e->pool, i);
     tg_wait_until(W, NULL);
+    tg_pool_detach(e->pool, i);
+    tg_leases_release(&W->leases); /* the Tasks its nodes borrowed from (lease.h) */
+    tg_node_cache_release(&W->nodes);
     TG_TLS.worker = NULL;
     if (W->died) {
         PyErr_Format(PyExc_RuntimeError, "worker %d stopped (injected fault)", i);
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+static int is_forked(EngineObject *e);
+
+/* work_spare(slot): the life of a spare's thread (pool.h, "Waiting tasks and spare workers"):
+ * runs the slot's dispatch loop while on duty, waits off duty (detached), and returns once it
+ * was idle for spare_idle or the pool shut down. The manager (manage()) picked the slot. */
+static PyObject *engine_work_spare(EngineObject *e, PyObject *arg) {
+    int i = tg_long_as_int(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < e->nworkers || i >= e->nslots)
+        return PyErr_Format(PyExc_ValueError, "no spare slot %d", i);
+    if (TG_TLS.worker)
+        return PyErr_Format(PyExc_RuntimeError, "this thread is already a taskgraph worker");
+    Runner *W = &e->workers[i];
+    W->stack_low = tg_c_stack_limit();
+    TG_TLS.worker = W;
+    tg_pool_attach(e->pool, i);
+    tg_pool_spare_begin(e->pool, i);
+    for (;;) {
+        tg_wait_until(W, NULL); /* TG_FIND_LEAVE or TG_FIND_SHUTDOWN */
+        tg_leases_release(&W->leases);
+        int again;
+        Py_BEGIN_ALLOW_THREADS
+        again = tg_pool_spare_wait(e->pool, i, e->spare_idle_ns);
+        Py_END_ALLOW_THREADS
+        if (!again) break;
+    }
+    tg_pool_detach(e->pool, i);
+    TG_TLS.worker = NULL;
+    Py_RETURN_NONE;
+}
+
+/* manage(): the manager's step (tg_pool_manage, detached): the spare slot whose thread the
+ * caller must start now (counted as a thread of the engine: its exit calls _worker_exited),
+ * or -1 once the pool shut down. */
+static PyObject *engine_manage(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    if (is_forked(e)) return PyLong_FromLong(-1);
+    int slot;
+    Py_BEGIN_ALLOW_THREADS
+    slot = tg_pool_manage(e->pool);
+    Py_END_ALLOW_THREADS
+    if (slot >= 0) {
+        pthread_mutex_lock(&e->reg.mu);
+        e->nthreads++;
+        pthread_mutex_unlock(&e->reg.mu);
+    }
+    return PyLong_FromLong(slot);
+}
+
+static PyObject *engine_worker_exited(EngineObject *e, PyObject *unused);
+
+/* _spare_failed(slot): the thread for a spare slot could not be started: the slot is free
+ * again and the engine expects one thread fewer. */
+static PyObject *engine_spare_failed(EngineObject *e, PyObject *arg) {
+    int i = tg_long_as_int(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < e->nworkers || i >= e->nslots)
+        return PyErr_Format(PyExc_ValueError, "no spare slot %d", i);
+    tg_pool_spare_failed(e->pool, i);
+    return engine_worker_exited(e, NULL); /* as if it had started and left */
+}
+
+/* spare_stats(): the spares' counters as a dict. */
+static PyObject *engine_spare_stats(EngineObject *e, PyObject *unused) {
+    (void)unused;
+    tg_spare_stats st = {0};
+    st.limit = e->nslots - e->nworkers;
+    if (!is_forked(e)) tg_pool_spare_stats(e->pool, &st); /* its lock may be a lost thread's */
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsLsL}", "limit", st.limit, "threads", st.threads,
+                         "peak_threads", st.peak, "on_duty", st.on_duty, "blocked", st.blocked,
+                         "stalled", st.stalled, "started", st.started, "retired", st.retired,
+                         "failed", st.failed, "stalls", st.stalls, "activations", st.activations);
 }
 
 /* submit(run, nodes): submits the lazy graph under the Nodes in the list `nodes` as part of
@@ -437,6 +523,14 @@ static PyMethodDef engine_methods[] = {
     {"new_run", (PyCFunction)engine_new_run, METH_NOARGS,
      "new_run() -> a new Run: one compute() on this engine."},
     {"work", (PyCFunction)engine_work, METH_O, "work(i): worker thread i's life."},
+    {"work_spare", (PyCFunction)engine_work_spare, METH_O,
+     "work_spare(slot): a spare thread's life: on duty while needed, ends after spare_idle."},
+    {"manage", (PyCFunction)engine_manage, METH_NOARGS,
+     "manage() -> the spare slot whose thread to start now, or -1 once shut down (blocks)."},
+    {"_spare_failed", (PyCFunction)engine_spare_failed, METH_O,
+     "_spare_failed(slot): the thread for that spare slot could not be started."},
+    {"spare_stats", (PyCFunction)engine_spare_stats, METH_NOARGS,
+     "spare_stats() -> dict: the spare workers' counters."},
     {"submit", (PyCFunction)engine_submit, METH_VARARGS,
      "submit(run, nodes) -> (claimed, others): the lazy graph under nodes joins run; how many "
      "nodes it claimed, and how many unfinished ones another run had claimed."},
@@ -483,6 +577,7 @@ static PyGetSetDef engine_getset[] = {
 
 static PyMemberDef engine_members[] = {
     {"workers", T_INT, offsetof(EngineObject, nworkers), READONLY, "Number of workers."},
+    {"slots", T_INT, offsetof(EngineObject, nslots), READONLY, "Workers and spare slots."},
     {"number", T_INT, offsetof(EngineObject, number), READONLY, "Scheduler.number."},
     {"label", T_OBJECT_EX, offsetof(EngineObject, label), READONLY, "For messages."},
     {NULL, 0, 0, 0, NULL},

@@ -11,9 +11,11 @@ typedef struct EngineObject EngineObject;
 struct EngineObject {
     PyObject_HEAD
     tg_pool *pool;           /* owned: made by the constructor, freed by the dealloc */
-    Runner *workers;         /* one runner per worker thread */
+    Runner *workers;         /* one runner per slot: the workers, then the spares */
     tg_observer *obs;        /* owned: the tracing state of its workers (recorder.c) */
     int nworkers;
+    int nslots;              /* nworkers + the spare slots (pool.h, tg_pool_new_spares) */
+    int64_t spare_idle_ns;   /* how long a spare thread waits off duty before it ends */
     int number;              /* Scheduler.number */
     int max_help_depth;
     PyObject *label;         /* the Scheduler's repr, for messages */

@@ -4,6 +4,7 @@
 #ifndef TG_PY_EXECUTOR_H
 #define TG_PY_EXECUTOR_H
 
+#include "execfuture.h"
 #include "node.h"
 
 /* The work item type (private: taskgraph._core.ExecItem). */

@@ -4,6 +4,9 @@
 #include "rules.h" /* the one task runner's functions for other backends */
 #include "mapblock.h"
 #include "executor.h" /* taskgraph.Executor's work item and submission */
+#include "feed.h"     /* the dashboard's live feed */
+#include "blocking.h" /* tg.blocking()'s declared waits */
+#include "clock.h"    /* the records' clock */
 #include "../contend.h"
 
 #include <sched.h>
@@ -48,9 +51,33 @@ static PyObject *scan(PyObject *mod, PyObject *obj) {
     return deps;
 }
 
+/* The first item of the tuple args that compute() refuses as an argument (a Task, a Python
+ * function, a bound method or a builtin function: something that was meant to be called), or
+ * None: one C pass instead of a Python loop over every argument of compute(*nodes). */
+static PyObject *first_function(PyObject *mod, PyObject *args) {
+    (void)mod;
+    if (!PyTuple_Check(args)) {
+        PyErr_Format(PyExc_TypeError, "first_function() takes a tuple, got %.100s", Py_TYPE(args)->tp_name);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i); /* held by the tuple */
+        if (Node_Check(a)) continue;
+        if (PyObject_TypeCheck(a, &TG_TaskType) || PyFunction_Check(a) || PyMethod_Check(a) ||
+            PyCFunction_Check(a))
+            return Py_NewRef(a);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *first_error(PyObject *mod, PyObject *nodes) {
     (void)mod;
     return tg_nodes_first_error(nodes);
+}
+
+static PyObject *gather_joined(PyObject *mod, PyObject *nodes) {
+    (void)mod;
+    return tg_nodes_gather(nodes);
 }
 
 static PyObject *not_done(PyObject *mod, PyObject *nodes) {
@@ -237,6 +264,37 @@ static PyObject *run_task_py(PyObject *mod, PyObject *args) {
     return tg_run_python_body(call, backend, key, where, ready ? t->retry : NULL);
 }
 
+/* call_in_copy(context, fn, *args, **kwargs): fn(*args, **kwargs) run in a fresh copy of
+ * context (a contextvars.Context), as dask's threaded scheduler runs each task: it sees the
+ * caller's context variables, and what it sets stays its own (taskgraph/dask/graph.py's
+ * Nodes call their functions through it, from C). */
+static PyObject *call_in_copy(PyObject *mod, PyObject *const *args, Py_ssize_t nargsf,
+                              PyObject *kwnames) {
+    (void)mod;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 2 || !PyContext_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "call_in_copy(context, fn, *args, **kwargs) needs a "
+                        "contextvars.Context and a callable");
+        return NULL;
+    }
+    PyObject *ctx = PyContext_Copy(args[0]);
+    if (!ctx) return NULL;
+    if (PyContext_Enter(ctx) < 0) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    PyObject *r = PyObject_Vectorcall(args[1], args + 2, (size_t)(nargs - 2), kwnames);
+    PyObject *exc = r ? NULL : PyErr_GetRaisedException();
+    if (PyContext_Exit(ctx) < 0) { /* entered just above, on this thread: cannot happen */
+        Py_CLEAR(r);
+        Py_XDECREF(exc);
+        exc = PyErr_GetRaisedException();
+    }
+    Py_DECREF(ctx);
+    if (exc) PyErr_SetRaisedException(exc);
+    return r;
+}
+
 /* _in_task(): whether this thread runs a task (a local worker's, or a backend's). */
 static PyObject *in_task_py(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
@@ -307,6 +365,13 @@ static PyMethodDef methods[] = {
     {"not_done", not_done, METH_O,
      "not_done(nodes) -> the nodes (a list or tuple) that have not finished, as the same kind: "
      "[n for n in nodes if not n.done()] without a Python call per node."},
+    {"gather_joined", gather_joined, METH_O,
+     "gather_joined(nodes) -> inside a task: joins each Node of the tuple in order and returns "
+     "the list of their values, or raises a copy of the first exception in order; "
+     "NotImplemented if an item is not a Node."},
+    {"first_function", first_function, METH_O,
+     "first_function(args) -> the first item of the tuple args that is a Task, a function, a "
+     "method or a builtin function (what compute() refuses), or None."},
     {"first_error", first_error, METH_O,
      "first_error(nodes) -> the first exception of the nodes (a list or tuple), in order, or None: "
      "[n.exception() for n in nodes] without a Python call per node."},
@@ -330,6 +395,13 @@ static PyMethodDef methods[] = {
     {"_in_task", in_task_py, METH_NOARGS, "Whether this thread runs a task (a local worker's, or a backend's)."},
     {"current_node", current_node, METH_NOARGS,
      "The node whose task runs on this thread, or None."},
+    {"block_begin", tg_block_begin, METH_NOARGS,
+     "block_begin() -> whether this thread is a worker: declares that its task is about to "
+     "wait (a spare may run the queued work meanwhile). Pairs with block_end()."},
+    {"block_end", tg_block_end, METH_NOARGS, "block_end(): the declared wait is over."},
+    {"_pause_note", tg_py_pause_note, METH_O,
+     "_pause_note(starting): a garbage collection starts or ends (the spares' managers judge "
+     "no wait across it)."},
     {"cancelled", cancelled, METH_NOARGS,
      "cancelled() -> whether the task running on this thread was asked to stop."},
     {"run_inline", run_inline, METH_O,
@@ -343,6 +415,9 @@ static PyMethodDef methods[] = {
      "contended_rmw_ns(rounds) -> nanoseconds per atomic increment of a counter that two "
      "threads take turns incrementing, `rounds` times each (the cost of a read-modify-write on "
      "a cache line another core writes: Trace.predict's simulator charges it)."},
+    {"call_in_copy", (PyCFunction)(void (*)(void))call_in_copy, METH_FASTCALL | METH_KEYWORDS,
+     "call_in_copy(context, fn, *args, **kwargs) -> fn(*args, **kwargs) run in a fresh copy "
+     "of the contextvars.Context context."},
     {"_run_task", run_task_py, METH_VARARGS,
      "_run_task(task, call, backend, key, where) -> call()'s value, run as every backend runs "
      "a task: retried per task's policy, each call followed by backend.sync(failing) (which "
@@ -395,7 +470,8 @@ static int exec_module(PyObject *m) {
     if (PyModule_AddFunctions(m, tg_executor_methods) < 0 || tg_executor_init() < 0) return -1;
     tg_clock_init();
     PyTypeObject *types[] = {&TG_TaskType, &TG_NodeType, &TG_RunType, &TG_EngineType,
-                             &TG_RecorderType, &TG_RefType, &TG_ExecItemType};
+                             &TG_RecorderType, &TG_RefType, &TG_ExecItemType, &TG_LeaseType,
+                             &TG_LiveFeedType};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0) return -1;
         const char *dot = strrchr(types[i]->tp_name, '.');
@@ -427,6 +503,7 @@ static int exec_module(PyObject *m) {
         {"NSTATES", TG_NSTATES}, {"NSTATS", TG_NSTATS},
         {"STEAL_OK", TG_OK}, {"STEAL_EMPTY", TG_EMPTY}, {"STEAL_RETRY", TG_RETRY},
         {"MAX_WORKERS", TG_MAX_WORKERS},
+        {"MAX_SPARES", TG_MAX_SPARES},
         {"MAX_HELP_DEPTH", INT_MAX}, /* Engine keeps max_help_depth in a C int */
 #ifdef TG_FAULTS /* a test build: the fault sites and their numbers for _arm_fault */
         {"FAULTS", 1},
@@ -440,7 +517,7 @@ static int exec_module(PyObject *m) {
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, ints[i].v) < 0) return -1;
-    /* The trace record's layout (trace.h), for taskgraph/trace.py's struct. */
+    /* The trace record's layout (trace.h), for taskgraph/trace/record.py's struct. */
     if (add_steal(m, "TRACE_REC_FORMAT", PyUnicode_FromString(tg_trace_rec_format())) < 0) return -1;
     if (add_int(m, "TRACE_REC_SIZE", tg_trace_rec_size()) < 0) return -1;
     PyObject *fields = PyUnicode_FromString(tg_trace_rec_fields());

@@ -6,9 +6,11 @@
 #include "callbacks.h"
 #include "hints.h"
 
-NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject *const *args,
-                        size_t nargsf, PyObject *kwnames) {
+NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject *lease,
+                        tg_node_cache *cache, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames) {
     if (tg_fault(TG_FAULT_NODE_ALLOC)) {
+        Py_XDECREF(lease);
         PyErr_NoMemory();
         return NULL;
     }
@@ -16,16 +18,21 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject 
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     Py_ssize_t total = nargs + nkw;
     /* Strong references first: scanning the arguments can run Python code (a metaclass
-     * __getattr__), which must not be able to free what we are about to store. */
-    fn = Py_NewRef(fn);
-    name = Py_NewRef(name);
-    retry = Py_XNewRef(retry);
+     * __getattr__), which must not be able to free what we are about to store. A lease holds
+     * the Task, which holds fn, name and retry and never changes them. */
+    if (!lease) {
+        fn = Py_NewRef(fn);
+        name = Py_NewRef(name);
+        retry = Py_XNewRef(retry);
+    }
     PyObject *deps = NULL;
-    if (total) {
-        deps = tg_scan(args, total, name);
+    Py_ssize_t plain = 0; /* leading arguments that are plain scalars: nothing to scan there */
+    while (plain < total && tg_plain_scalar(args[plain])) plain++;
+    if (plain < total) {
+        deps = tg_scan_slow(args + plain, total - plain, name);
         if (!deps && PyErr_Occurred()) goto fail;
     }
-    NodeObject *n = PyObject_GC_NewVar(NodeObject, &TG_NodeType, total);
+    NodeObject *n = tg_node_alloc(cache, total);
     if (!n) {
         Py_XDECREF(deps);
         goto fail;
@@ -38,12 +45,17 @@ NodeObject *tg_node_new(PyObject *fn, PyObject *name, PyObject *retry, PyObject 
     n->deps = deps;
     n->name = name;
     n->retry = retry;
+    n->lease = lease;
     PyObject_GC_Track((PyObject *)n);
     return n;
 fail:
-    Py_DECREF(fn);
-    Py_DECREF(name);
-    Py_XDECREF(retry);
+    if (lease) {
+        Py_DECREF(lease);
+    } else {
+        Py_DECREF(fn);
+        Py_DECREF(name);
+        Py_XDECREF(retry);
+    }
     return NULL;
 }
 
@@ -269,12 +281,16 @@ static PyMethodDef node_methods[] = {
 /* ---------------------------------------------------------------- lifetime */
 
 static int node_traverse(NodeObject *n, visitproc visit, void *arg) {
-    Py_VISIT(n->fn);
+    if (n->lease) {
+        Py_VISIT(n->lease); /* fn and retry are borrowed through it */
+    } else {
+        Py_VISIT(n->fn);
+        Py_VISIT(n->retry);
+    }
     for (Py_ssize_t i = 0; i < Py_SIZE(n); i++) Py_VISIT(n->args[i]);
     Py_VISIT(n->kwnames);
     Py_VISIT(n->deps);
     Py_VISIT(n->value);
-    Py_VISIT(n->retry);
     Py_VISIT((PyObject *)tg_node_parent(n));
     Py_VISIT((PyObject *)n->kids);
     Py_VISIT((PyObject *)n->sibling);
@@ -294,12 +310,16 @@ static void clear_kids(NodeObject *n) {
 }
 
 static int node_clear(NodeObject *n) {
-    Py_CLEAR(n->fn);
+    if (n->lease) { /* borrowed; the lease (and the name through it) is kept to the dealloc */
+        n->fn = n->retry = NULL;
+    } else {
+        Py_CLEAR(n->fn);
+        Py_CLEAR(n->retry);
+    }
     tg_node_clear_args(n);
     Py_CLEAR(n->kwnames);
     Py_CLEAR(n->deps);
     Py_CLEAR(n->value);
-    Py_CLEAR(n->retry);
     /* Relaxed, and a load and a store rather than an exchange (an exchange is a locked
      * instruction on x86, paid per node): the node is unreachable (collected or deallocated),
      * so no other thread reads or writes it. Cleared before the reference is dropped: freeing
@@ -323,8 +343,14 @@ static void node_dealloc(NodeObject *n) {
     Py_TRASHCAN_BEGIN(n, node_dealloc)
     if (n->weakreflist) PyObject_ClearWeakRefs((PyObject *)n);
     node_clear(n);
-    Py_CLEAR(n->name);
-    PyObject_GC_Del(n);
+    if (n->lease) {
+        n->name = NULL; /* borrowed through the lease */
+        Py_CLEAR(n->lease);
+    } else {
+        Py_CLEAR(n->name);
+    }
+    Runner *W = TG_TLS.worker; /* a worker keeps the memory for its next nodes */
+    tg_node_free(W ? &W->nodes : NULL, n);
     Py_TRASHCAN_END
 }
 

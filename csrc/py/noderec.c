@@ -3,6 +3,72 @@
  * inputs, its cancel requests, its children. */
 #include "noderec.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* ---------------------------------------------------------------- the node cache */
+
+/* The memory of a cached block, for the sanitizer: all of it but the link. Under the
+ * AddressSanitizer build a touch of a cached node (a use after free) is reported; CPython's
+ * own code (the collector's walk over the heap, which reads the header of every block to see
+ * that it is not tracked) is not instrumented. */
+#define CACHED_BYTES ((size_t)_PyObject_VAR_SIZE(&TG_NodeType, TG_NODE_CACHED_SLOTS))
+
+NodeObject *tg_node_alloc(tg_node_cache *c, Py_ssize_t slots) {
+    NodeObject *n = c ? c->head : NULL;
+    if (n && slots >= 1 && slots <= TG_NODE_CACHED_SLOTS) {
+        UNPOISON(n, CACHED_BYTES);
+        c->head = n->sibling;
+        c->count--;
+        /* A new object's header, as PyObject_GC_NewVar writes it: its counts (one reference,
+         * this thread's), its flags and lock cleared, untracked (the caller tracks it once its
+         * fields are set), the reference tracer told (_Py_NewReference); its type stays. */
+        _Py_NewReference((PyObject *)n);
+        Py_SET_SIZE(n, slots);
+        return n;
+    }
+    Py_ssize_t cap = slots >= 1 && slots <= TG_NODE_CACHED_SLOTS ? TG_NODE_CACHED_SLOTS : slots;
+    n = PyObject_GC_NewVar(NodeObject, &TG_NodeType, cap);
+    if (n) Py_SET_SIZE(n, slots);
+    return n;
+}
+
+void tg_node_free(tg_node_cache *c, NodeObject *n) {
+    Py_ssize_t slots = Py_SIZE(n);
+    /* Ours to reuse: a block of the cached size, owned by this thread (biased reference
+     * counting: a node another thread made, or one given up to whichever thread drops it last,
+     * goes back to the allocator, which returns the memory to the thread that holds it). */
+    if (c && c->count < TG_NODE_CACHE_MAX && slots >= 1 && slots <= TG_NODE_CACHED_SLOTS
+#ifdef Py_GIL_DISABLED
+        && _Py_IsOwnedByCurrentThread((PyObject *)n)
+#endif
+    ) {
+        n->sibling = c->head;
+        c->head = n;
+        c->count++;
+        POISON(n, CACHED_BYTES);
+        UNPOISON(&n->sibling, sizeof n->sibling);
+        return;
+    }
+    PyObject_GC_Del(n);
+}
+
+void tg_node_cache_release(tg_node_cache *c) {
+    while (c->head) {
+        NodeObject *n = c->head;
+        UNPOISON(n, CACHED_BYTES);
+        c->head = n->sibling;
+        PyObject_GC_Del(n);
+    }
+    c->count = 0;
+}
+
 void tg_unown(PyObject *op) {
 #ifdef Py_GIL_DISABLED
     if (!_Py_IsOwnedByCurrentThread(op) || Py_REFCNT(op) != 1)
@@ -132,6 +198,7 @@ void tg_node_clear_args(NodeObject *n) {
 }
 
 void tg_node_drop_inputs(NodeObject *n) {
+    if (n->lease) n->fn = NULL; /* borrowed through the lease (lease.h) */
     if (!n->lazy && !n->deps) { /* a spawned node: nobody else can read its inputs */
         tg_node_clear_args(n);
         Py_CLEAR(n->kwnames);

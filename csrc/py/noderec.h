@@ -13,7 +13,8 @@ struct NodeObject {
     tg_task t;           /* the core's record, embedded: NODE_OF(task) finds the Node */
     /* Inputs. Written when the node is built; read and dropped by whoever runs it (the thread
      * that claimed it inline, or the worker it was handed to), never by anyone else, except
-     * deps, which the `dependencies` property reads under the node's critical section. */
+     * deps, which the `dependencies` property reads under the node's critical section. fn:
+     * see `lease` below for who holds it. */
     PyObject *fn;
     Py_ssize_t nargs;    /* how many of args[] are positional; the rest are keyword values */
     PyObject *kwnames;   /* tuple of keyword names, or NULL */
@@ -21,7 +22,7 @@ struct NodeObject {
     /* Output: written once by the runner before tg_task_finish publishes the final state
      * (release); read by anyone after seeing that state (acquire). */
     PyObject *value;     /* the result (done) or the exception (failed, cancelled) */
-    PyObject *name;      /* the task's name, interned (immortal on free-threaded builds) */
+    PyObject *name;      /* the task's name (see `lease` for who holds it) */
     /* The node whose task spawned it (or submitted it from inside a task), or NULL: strong,
      * stored once by the claimer (release), read with tg_node_parent (acquire) by any thread
      * (`parent` property, joins checking ancestry); cleared only when the node dies. */
@@ -55,7 +56,12 @@ struct NodeObject {
     uint8_t kids_anywhere;
     uint32_t kids_progress;
     PyObject *retry;         /* the task's (retries, retry_on) tuple, or NULL: no retries.
-                              * Fixed from creation (strong). */
+                              * Fixed from creation. */
+    /* A spawned node's lease of its Task (lease.h: made and owned by the spawning worker), or
+     * NULL. With a lease, fn, name and retry are borrowed through it (the Task holds them and
+     * never changes them), and it is dropped last, when the node dies; without, they are
+     * strong references of the node's own. */
+    PyObject *lease;
     /* Done callbacks: NULL (none added), a list (strong; changed under the node's critical
      * section) or a marker once they ran. See callbacks.c for the hand-off with the finisher. */
     _Atomic(PyObject *) callbacks;
@@ -86,6 +92,27 @@ enum { TG_CANCEL_ASKED = 1, TG_CANCEL_RUNNING = 2 };
  * only compare a type with its address. */
 extern PyTypeObject TG_NodeType;
 #define Node_Check(o) Py_IS_TYPE((o), &TG_NodeType)
+
+/* A worker's cache of node memory (noderec.c): the blocks of nodes it freed, to build its next
+ * nodes in, instead of the allocator and the collector's bookkeeping (CPython's own free
+ * lists do the same for its types). Only nodes of TG_NODE_CACHED_SLOTS argument slots: every
+ * node with 1 or 2 arguments is allocated with 2, one size class (256 bytes) for all. A cached
+ * block is untracked by the collector (which then never visits it) and holds no reference;
+ * it is linked through `sibling`. Owned by its worker's thread; released at its exit. */
+#define TG_NODE_CACHED_SLOTS 2
+#define TG_NODE_CACHE_MAX 128
+typedef struct {
+    NodeObject *head;
+    int count;
+} tg_node_cache;
+/* A NEW node's memory of `slots` argument slots (its header initialised as a new object's,
+ * its fields not), from c when it has one; NULL with MemoryError. */
+NodeObject *tg_node_alloc(tg_node_cache *c, Py_ssize_t slots);
+/* Frees a node's memory (untracked, fields cleared): into c when there is room and the block
+ * is one c can reuse and this thread owns, else to the allocator. c may be NULL. */
+void tg_node_free(tg_node_cache *c, NodeObject *n);
+/* Frees every block of c (a worker's exit). */
+void tg_node_cache_release(tg_node_cache *c);
 
 /* A lazy node, just made, gives up its owner thread (free-threaded builds): whichever
  * thread drops its last reference frees it at once (see noderec.c). */

@@ -147,9 +147,8 @@ static int parse_timeout(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
  * only one that touches its list of children), the first few entries of the list are looked
  * at: n and those that finished with a result (no sync needs them) are forgotten, once their
  * runner has retired them (tg_kid_retired): a loop that spawns, joins and drops one child at a time (with or without Node
- * arguments, which add the argument nodes as children too) keeps about one alive, not the up
- * to 64 that tg_add_kid's pruning (worker.c) would. n itself lives on while the caller holds
- * it. */
+ * arguments) keeps about one alive, not the up to 64 that tg_add_kid's pruning (worker.c)
+ * would. n itself lives on while the caller holds it. */
 static void forget_read_kid(NodeObject *n) {
     NodeObject *p = tg_node_parent(n);
     if (!p) return;
@@ -179,11 +178,13 @@ static void forget_read_kid(NodeObject *n) {
 }
 
 PyObject *tg_node_result_m(NodeObject *n, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    if (nargs || kwnames || tg_task_state(&n->t) < TG_DONE) {
+    if (nargs || kwnames) {
         double timeout;
         int has;
         if (parse_timeout(args, nargs, kwnames, &timeout, &has) < 0) return NULL;
         if (node_wait(n, timeout, has) < 0) return NULL;
+    } else if (tg_task_state(&n->t) < TG_DONE && node_wait(n, -1.0, 0) < 0) { /* a join, mostly */
+        return NULL;
     }
     PyObject *r = tg_node_outcome(n);
     forget_read_kid(n);
@@ -210,7 +211,7 @@ PyObject *tg_node_wait_unread_m(NodeObject *n, PyObject *unused) {
 }
 
 /* _peek_exception(): the exception of a finished node (failed or cancelled), or None; never
- * waits, and does not mark the failure observed (a display: _notebook.node_html). */
+ * waits, and does not mark the failure observed (a display: taskgraph/trace/notebook.py). */
 PyObject *tg_node_peek_exception_m(NodeObject *n, PyObject *unused) {
     (void)unused;
     return Py_NewRef(tg_task_state(&n->t) > TG_DONE ? n->value : Py_None);
@@ -249,6 +250,28 @@ PyObject *tg_nodes_first_error(PyObject *nodes) {
     }
     Py_DECREF(seq);
     return first ? first : Py_NewRef(Py_None);
+}
+
+PyObject *tg_nodes_gather(PyObject *nodes) {
+    if (!PyTuple_CheckExact(nodes)) {
+        PyErr_Format(PyExc_TypeError, "gather needs a tuple, got %.100s", Py_TYPE(nodes)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(nodes);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!Node_Check(PyTuple_GET_ITEM(nodes, i))) return Py_NewRef(Py_NotImplemented);
+    PyObject *first = tg_nodes_first_error(nodes); /* joins each, in order */
+    if (!first) return NULL;
+    if (first != Py_None) {
+        PyErr_SetRaisedException(tg_exception_copy(first));
+        Py_DECREF(first);
+        return NULL;
+    }
+    Py_DECREF(first);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) /* every one is done: its value is fixed */
+        PyList_SET_ITEM(out, i, Py_NewRef(((NodeObject *)PyTuple_GET_ITEM(nodes, i))->value));
+    return out;
 }
 
 PyObject *tg_nodes_not_done(PyObject *nodes) {

@@ -16,6 +16,11 @@ int tg_node_wait_external(NodeObject *n, double timeout);
  * seen): the first exception that is not None, or None. A new reference, NULL with an error
  * (TypeError for anything but a list or tuple of Nodes). */
 PyObject *tg_nodes_first_error(PyObject *nodes);
+/* gather() inside a task: the values of the Nodes of the tuple `nodes`, in order, as a new
+ * list, after joining each as exception() does (each outcome marked seen); a copy of the
+ * first exception in order raised instead if one failed (NULL). NotImplemented (a new
+ * reference) if an item is not a Node: the caller takes the general path. */
+PyObject *tg_nodes_gather(PyObject *nodes);
 /* The Nodes of `nodes` that have not finished, in order: for a list, a new list; for a tuple,
  * a tuple (the same one when none has finished). NULL with an error (as above). */
 PyObject *tg_nodes_not_done(PyObject *nodes);

@@ -1,7 +1,7 @@
 /* Tracing: the observer the worker loop calls around every task while a trace is open
  * (tg_rec_begin in recorder.h, tg_rec_end here) and in its idle hooks. Each worker writes into its own recorder:
  * the numbers into a C buffer (csrc/trace.c; once the trace is closed, Recorder.records()
- * hands them to taskgraph/trace.py as bytes, unpacked with `struct`), the names and error
+ * hands them to taskgraph/trace/record.py as bytes, unpacked with `struct`), the names and error
  * texts into the recorder's object table. No Python call per task, except
  * for tasks that failed (their error text) and the first task of each name.
  *
@@ -11,15 +11,67 @@
  *
  * Attaching and detaching: under trace_mu, every live observer gets a recorder per watch
  * (tg_watch.rec, release store). A worker reads its watch's rec when a task starts and, when
- * it ends, raises the watch's busy flag (seq_cst), checks that the same recorder is still
- * attached (seq_cst) and only then writes. trace_stop clears tg_watch.rec (seq_cst) and then
- * waits for busy to drop: either the writer sees the cleared pointer and writes nothing,
- * or the closer sees the raised flag and waits for the write to end (Dekker's pattern with
- * seq_cst on both sides). So a recorder handed to Python is never written again, and a
- * task that started before the trace opened is never recorded with a bogus start. */
+ * it ends, raises the watch's busy flag, checks that the same recorder is still attached and
+ * only then writes. trace_stop clears tg_watch.rec and then waits for busy to drop: either the
+ * writer sees the cleared pointer and writes nothing, or the closer sees the raised flag and
+ * waits for the write to end (Dekker's pattern). Its store-then-load needs a full barrier on
+ * both sides; the writer's runs once per task and the closer's once per trace, so the barrier
+ * is put on the closer's side only where Linux can do that (asymmetric fences, as userspace
+ * RCU does): the writer orders its store and load for the compiler only, and the closer's
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) makes every thread of the process execute a
+ * full barrier before it reads the flags. A writer whose load comes after its barrier sees
+ * the cleared pointer (stored before the membarrier); one whose load came before it had its
+ * flag's store made visible by that barrier, and the closer sees the flag. Without
+ * membarrier both sides are seq_cst (an xchg per record on x86). So a recorder handed to
+ * Python is never written again, and a task that started before the trace opened is never
+ * recorded with a bogus start. */
 #include "recorder.h"
 
 #include <sched.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* 1: the closer's membarrier stands in for the writers' barrier (above); 0: seq_cst on both
+ * sides. Decided at the first trace_start (under trace_mu, before any recorder is attached,
+ * so a writer that sees a recorder sees the decision: the attach's release store), never
+ * changed after. */
+static _Atomic int asym_fences = -1;
+
+static int membarrier_cmd(int cmd) {
+#if defined(__linux__) && defined(__NR_membarrier)
+    return (int)syscall(__NR_membarrier, cmd, 0, 0);
+#else
+    (void)cmd;
+    return -1;
+#endif
+}
+
+/* The closer's barrier for every thread of the process: 1 if done. */
+static int expedited_barrier(void) {
+#if defined(__linux__) && defined(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+    if (membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return 1;
+    return membarrier_cmd(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+           membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+#else
+    return 0;
+#endif
+}
+
+/* asym_fences, decided once (trace_mu held). */
+static void decide_fences(void) {
+    if (atomic_load_explicit(&asym_fences, memory_order_relaxed) >= 0) return;
+    int ok = 0;
+#if defined(__linux__) && defined(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+    int q = membarrier_cmd(MEMBARRIER_CMD_QUERY);
+    ok = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+         membarrier_cmd(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+#endif
+    /* Relaxed: published to the writers by the attach's release store (above). */
+    atomic_store_explicit(&asym_fences, ok, memory_order_relaxed);
+}
 
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
 static PyObject *session;         /* list of the open trace's recorders, or NULL (trace_mu) */
@@ -29,10 +81,12 @@ struct tg_observer {
     tg_observer *prev, *next; /* live_observers (trace_mu) */
     int live;                 /* on the list (trace_mu) */
     int sched_no, n;
-    tg_watch *w;              /* n watches, one per worker */
+    int nworkers;             /* watches 0..nworkers-1 are workers', the rest spares' */
+    tg_watch *w;              /* n watches, one per worker or spare slot */
+    tg_feednames *feed_names; /* the live feeds' name table, made with the first feed */
 };
 
-static RecorderObject *recorder_new(int sched_no, int worker) {
+static RecorderObject *recorder_new(int sched_no, int worker, int spare) {
     RecorderObject *r = PyObject_New(RecorderObject, &TG_RecorderType);
     if (!r) return NULL;
     r->buf = tg_tracebuf_new();
@@ -44,6 +98,7 @@ static RecorderObject *recorder_new(int sched_no, int worker) {
     r->last_index = -1;
     r->sched_no = sched_no;
     r->worker = worker;
+    r->spare = spare;
     if (!r->buf || !r->objects) {
         Py_DECREF(r);
         if (!PyErr_Occurred()) PyErr_NoMemory();
@@ -60,10 +115,26 @@ static void recorder_dealloc(RecorderObject *r) {
     PyObject_Free(r);
 }
 
+/* Taking trace_mu where recorders are made under it (trace_start, a new observer while a trace
+ * is open): with the cyclic collector off until unlock_attach. On CPython 3.11 an allocation
+ * may run a collection, whose finalizers may free a scheduler whose engine then unregisters
+ * its observer under trace_mu, on this very thread: a deadlock. Returns what unlock_attach
+ * needs (whether the collector was on). */
+static int lock_attach(void) {
+    int gc_was = PyGC_Disable();
+    tg_lock_detached(&trace_mu);
+    return gc_was;
+}
+
+static void unlock_attach(int gc_was) {
+    pthread_mutex_unlock(&trace_mu);
+    if (gc_was) PyGC_Enable();
+}
+
 /* Attaches a new recorder to every watch of o (trace_mu held, a trace open). */
 static int attach(tg_observer *o) {
     for (int i = 0; i < o->n; i++) {
-        RecorderObject *r = recorder_new(o->sched_no, i);
+        RecorderObject *r = recorder_new(o->sched_no, i, i >= o->nworkers);
         if (!r) return -1;
         int ok = PyList_Append(session, (PyObject *)r) == 0;
         Py_DECREF(r); /* the session list keeps it */
@@ -74,9 +145,9 @@ static int attach(tg_observer *o) {
     return 0;
 }
 
-tg_observer *tg_observer_new(int sched_no, int nworkers) {
+tg_observer *tg_observer_new(int sched_no, int nworkers, int nslots) {
     tg_observer *o = PyMem_RawCalloc(1, sizeof *o);
-    size_t bytes = (sizeof(tg_watch) * (size_t)nworkers + 63) / 64 * 64;
+    size_t bytes = (sizeof(tg_watch) * (size_t)nslots + 63) / 64 * 64;
     tg_watch *w = o ? aligned_alloc(64, bytes) : NULL;
     if (!w) {
         PyMem_RawFree(o);
@@ -84,22 +155,24 @@ tg_observer *tg_observer_new(int sched_no, int nworkers) {
         return NULL;
     }
     memset(w, 0, bytes);
-    for (int i = 0; i < nworkers; i++) {
+    for (int i = 0; i < nslots; i++) {
         atomic_init(&w[i].rec, NULL);
         atomic_init(&w[i].busy, 0);
+        atomic_init(&w[i].feed, NULL);
         w[i].index = i;
     }
     o->w = w;
-    o->n = nworkers;
+    o->n = nslots;
+    o->nworkers = nworkers;
     o->sched_no = sched_no;
-    tg_lock_detached(&trace_mu);
+    int gc_was = lock_attach();
     o->prev = NULL;
     o->next = live_observers;
     if (live_observers) live_observers->prev = o;
     live_observers = o;
     o->live = 1;
     int r = session ? attach(o) : 0;
-    pthread_mutex_unlock(&trace_mu);
+    unlock_attach(gc_was);
     if (r < 0) {
         tg_observer_free(o, 0);
         return NULL;
@@ -122,25 +195,37 @@ void tg_observer_detach(tg_observer *o) {
 void tg_observer_free(tg_observer *o, int forked) {
     if (!o) return;
     if (!forked) tg_observer_detach(o);
-    for (int i = 0; i < o->n; i++) PyMem_RawFree(o->w[i].frames);
+    for (int i = 0; i < o->n; i++) {
+        PyMem_RawFree(o->w[i].frames);
+        tg_feedw_free(o->w[i].feed_mem);
+    }
+    tg_feednames_free(o->feed_names);
     free(o->w);
     PyMem_RawFree(o);
 }
 
 tg_watch *tg_observer_watch(tg_observer *o, int i) { return &o->w[i]; }
 
+tg_feedw *tg_observer_feed(tg_observer *o, int i) {
+    if (!o->feed_names && !(o->feed_names = tg_feednames_new())) return NULL;
+    if (!o->w[i].feed_mem) o->w[i].feed_mem = tg_feedw_new(o->feed_names);
+    return o->w[i].feed_mem;
+}
+
 PyObject *tg_trace_start(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
-    tg_lock_detached(&trace_mu);
+    int gc_was = lock_attach();
     if (session) {
-        pthread_mutex_unlock(&trace_mu);
+        unlock_attach(gc_was);
         PyErr_SetString(PyExc_RuntimeError, "taskgraph.trace() blocks cannot be nested or overlap");
         return NULL;
     }
+    decide_fences();
+    tg_cpu_reads_decide();
     session = PyList_New(0);
     int err = session ? 0 : -1;
     for (tg_observer *o = live_observers; o && !err; o = o->next) err = attach(o);
-    pthread_mutex_unlock(&trace_mu);
+    unlock_attach(gc_was);
     if (err) {
         PyObject *done = tg_trace_stop(NULL, NULL);
         Py_XDECREF(done);
@@ -156,11 +241,22 @@ PyObject *tg_trace_stop(PyObject *mod, PyObject *unused) {
     session = NULL;
     for (tg_observer *o = live_observers; o; o = o->next)
         for (int i = 0; i < o->n; i++)
-            /* seq_cst: the closer's half of the hazard protocol (see the top of this file). */
+            /* seq_cst: the closer's store of the hazard protocol (the top of this file), before
+             * its barrier: pairs with the writer's load of rec in write_record. */
             atomic_store_explicit(&o->w[i].rec, NULL, memory_order_seq_cst);
     Py_BEGIN_ALLOW_THREADS /* a writer may allocate (and so wait for a collection): never block it */
+    /* The writers' half of the barrier, run for them (asymmetric fences, the top of this
+     * file): pairs with the compiler barrier between the writer's store of busy and its load
+     * of rec. A process that registered does not see it fail (the registration carries over
+     * fork() too); if it did (a kernel that drops it), registering again is tried once, and
+     * then, since the writers cannot be switched to the seq_cst fallback now, the process
+     * stops rather than hand Python a recorder that may still be written. */
+    if (atomic_load_explicit(&asym_fences, memory_order_relaxed) == 1 && !expedited_barrier())
+        Py_FatalError("taskgraph: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was registered");
     for (tg_observer *o = live_observers; o; o = o->next)
         for (int i = 0; i < o->n; i++)
+            /* seq_cst: the closer's load of the hazard protocol; it also pairs with the
+             * writer's release store of 0 (the record is complete). */
             while (atomic_load_explicit(&o->w[i].busy, memory_order_seq_cst)) sched_yield();
     Py_END_ALLOW_THREADS
     pthread_mutex_unlock(&trace_mu);
@@ -260,6 +356,9 @@ static inline tg_frame *traced_frame(tg_watch *w) {
 }
 
 void tg_watch_idle_begin(tg_watch *w) {
+    /* Acquire: pairs with the release store that attaches a feed (csrc/py/feed.c). */
+    tg_feedw *f = atomic_load_explicit(&w->feed, memory_order_acquire);
+    if (f) tg_feed_idle_begin(f);
     if (traced_frame(w)) { /* idle inside a traced task's join: that is join time */
         w->idle_t0 = tg_clock_ticks();
         w->idle_g0 = tg_trace_gc_ticks();
@@ -267,6 +366,9 @@ void tg_watch_idle_begin(tg_watch *w) {
 }
 
 void tg_watch_idle_end(tg_watch *w) {
+    /* Acquire: as in tg_watch_idle_begin. A feed attached meanwhile finds no idle start. */
+    tg_feedw *feed = atomic_load_explicit(&w->feed, memory_order_acquire);
+    if (feed) tg_feed_idle_end(feed);
     tg_frame *f = traced_frame(w);
     if (f) {
         f->join += tg_clock_ticks() - w->idle_t0;
@@ -274,28 +376,44 @@ void tg_watch_idle_end(tg_watch *w) {
     }
 }
 
+void tg_watch_block_begin(tg_watch *w) {
+    w->block_t0 = traced_frame(w) ? tg_clock_ticks() : 0;
+}
+
+void tg_watch_block_end(tg_watch *w) {
+    tg_frame *f = traced_frame(w);
+    if (f && w->block_t0) f->blocked += tg_clock_ticks() - w->block_t0;
+    w->block_t0 = 0;
+}
+
 /* ---------------------------------------------------------------- writing a record */
 
-/* Writes n's record (the trace's recorder rec, still attached to w) from t0 to t1. */
+/* Writes n's record (the trace's recorder rec, still attached to w) from t0 to t1; with its
+ * CPU time (ns, -1 if not measured) and its ticks in declared waits when either is known. */
 static void write_record(tg_watch *w, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
-                         int64_t t1, int64_t own, int attempt);
+                         int64_t t1, int64_t own, int attempt, int64_t cpu, int64_t blocked);
 
 void tg_rec_attempt(tg_watch *w, tg_rec_start *s, NodeObject *n, int attempt) {
     int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();
     int top = w->nframes - 1;
-    tg_frame *f = top >= 0 && top < w->capframes ? &w->frames[top] : NULL;
+    tg_frame *f = s->framed && top >= 0 && top < w->capframes ? &w->frames[top] : NULL;
     if (s->rec) {
         int64_t own = t1 - s->t0 - (f ? f->join + (g1 - s->g0) - f->join_gc : 0);
-        write_record(w, s->rec, n, TG_FAILED, s->t0, t1, own > 0 ? own : 0, attempt);
+        write_record(w, s->rec, n, TG_FAILED, s->t0, t1, own > 0 ? own : 0, attempt, -1,
+                     f ? f->blocked : 0);
     }
     /* The next attempt is timed from here; the joins so far belonged to this one. The time
      * spent recording is the task's (it runs again right after). */
-    if (f) f->join = f->join_gc = 0;
+    if (f) f->join = f->join_gc = f->blocked = 0;
     s->t0 = tg_clock_ticks();
     s->g0 = tg_trace_gc_ticks();
 }
 
 int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final) {
+    if (!s->framed) { /* a live feed's task only: no frame, no trace */
+        tg_feed_end(s->feed, n, final, s->t0, tg_clock_ticks(), s->feed_name);
+        return 0;
+    }
     tg_frame own_frame = pop_frame(w), *f = &own_frame;
     RecorderObject *rec = s->rec;
     int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();
@@ -304,20 +422,43 @@ int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final) {
         w->frames[below].join += t1 - s->t0;
         w->frames[below].join_gc += g1 - s->g0;
     }
+    if (s->feed) tg_feed_end(s->feed, n, final, s->t0, t1, s->feed_name);
     if (!rec) return 0;
     /* Own time: minus the joins (and the collections inside them), minus the collections
      * outside joins. */
     int64_t own = t1 - s->t0 - (f->join + (g1 - s->g0) - f->join_gc);
     if (tg_fault(TG_FAULT_RECORD)) return -1; /* as if the observer had failed */
-    write_record(w, rec, n, final, s->t0, t1, own > 0 ? own : 0, s->attempt);
+    int64_t cpu = tg_cpu_of(&w->cpu, rec, f->join != 0, s->t0, t1);
+    write_record(w, rec, n, final, s->t0, t1, own > 0 ? own : 0, s->attempt, cpu, f->blocked);
     return 0;
 }
 
+/* Record r's CPU time and declared waits: two numbers right after its dependencies' key
+ * numbers (the same worker appends both, one after the other), and the flag that says so. */
+static __attribute__((noinline)) void add_waits(RecorderObject *rec, tg_trace_rec *r, int64_t cpu,
+                                                int64_t blocked) {
+    uint64_t two[2] = {(uint64_t)cpu, (uint64_t)blocked};
+    uint32_t off;
+    if (tg_tracebuf_add_ids(rec->buf, two, 2, &off) != 0) return; /* dropped: not measured */
+    if (r->ndeps == 0) r->deps_off = off;
+    else if (off != r->deps_off + r->ndeps) return;
+    r->flags |= TG_REC_WAITS;
+}
+
 static void write_record(tg_watch *w, RecorderObject *rec, NodeObject *n, int final, int64_t t0,
-                         int64_t t1, int64_t own, int attempt) {
+                         int64_t t1, int64_t own, int attempt, int64_t cpu, int64_t blocked) {
     PyObject *err = final == TG_DONE ? NULL : error_pair(n->value); /* before the hazard */
-    /* seq_cst: the writer's half of the hazard protocol (see the top of this file). */
-    atomic_store_explicit(&w->busy, 1, memory_order_seq_cst);
+    /* The writer's half of the hazard protocol (the top of this file): store busy, barrier, load
+     * rec. With asymmetric fences the barrier is the closer's membarrier and here only the
+     * compiler's (a relaxed store; relaxed read of the decision, published by the attach);
+     * else a seq_cst store (an xchg on x86). Both pair with the closer's store of rec and its
+     * load of busy in tg_trace_stop. */
+    if (atomic_load_explicit(&asym_fences, memory_order_relaxed) == 1) {
+        atomic_store_explicit(&w->busy, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+    } else {
+        atomic_store_explicit(&w->busy, 1, memory_order_seq_cst);
+    }
     if (atomic_load_explicit(&w->rec, memory_order_seq_cst) == rec) {
         tg_trace_rec *r = tg_tracebuf_append(rec->buf);
         if (r) { /* every field written: the room is not zeroed */
@@ -329,7 +470,7 @@ static void write_record(tg_watch *w, RecorderObject *rec, NodeObject *n, int fi
             r->deps_off = 0;
             r->ndeps = 0;
             r->worker = w->index;
-            r->stolen = n->t.stolen;
+            r->flags = n->t.stolen ? TG_REC_STOLEN : 0;
             r->state = (uint8_t)final;
             r->attempt = (uint16_t)(attempt < 0xFFFF ? attempt : 0xFFFF);
             r->name = index_of(rec, n->name);
@@ -343,6 +484,7 @@ static void write_record(tg_watch *w, RecorderObject *rec, NodeObject *n, int fi
                     r->ndeps = (uint32_t)nd;
                 if (ids != small) PyMem_Free(ids);
             }
+            if (cpu >= 0 || blocked > 0) add_waits(rec, r, cpu, blocked);
         }
     }
     /* Release: the closer's seq_cst load that sees 0 also sees the record. */
@@ -419,6 +561,8 @@ static PyGetSetDef rec_getset[] = {
 static PyMemberDef rec_members[] = {
     {"scheduler", T_INT, offsetof(RecorderObject, sched_no), READONLY, "Scheduler.number."},
     {"worker", T_INT, offsetof(RecorderObject, worker), READONLY, "Worker index."},
+    {"spare", T_INT, offsetof(RecorderObject, spare), READONLY,
+     "1 for a spare slot's recorder (workers + spares: Scheduler.spares), else 0."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -434,37 +578,6 @@ PyTypeObject TG_RecorderType = {
     .tp_members = rec_members,
 };
 
-/* ---------------------------------------------------------------- the records' clock */
-
-static PyObject *pair(void (*fn)(int64_t *, int64_t *)) {
-    int64_t ticks, ns;
-    fn(&ticks, &ns);
-    return Py_BuildValue("(LL)", (long long)ticks, (long long)ns);
-}
-
-PyObject *tg_py_clock_origin(PyObject *mod, PyObject *unused) {
-    (void)mod; (void)unused;
-    return pair(tg_clock_origin);
-}
-
-PyObject *tg_py_clock_pair(PyObject *mod, PyObject *unused) {
-    (void)mod; (void)unused;
-    return pair(tg_clock_pair);
-}
-
-PyObject *tg_py_clock_tsc(PyObject *mod, PyObject *unused) {
-    (void)mod; (void)unused;
-    return PyBool_FromLong(tg_clock_tsc());
-}
-
-PyObject *tg_py_trace_gc_phase(PyObject *mod, PyObject *starting) {
-    (void)mod;
-    int on = PyObject_IsTrue(starting);
-    if (on < 0) return NULL;
-    tg_trace_gc_phase(on);
-    Py_RETURN_NONE;
-}
-
 /* ---------------------------------------------------------------- fork */
 
 void tg_trace_after_fork_child(void) {
@@ -476,9 +589,11 @@ void tg_trace_after_fork_child(void) {
         next = o->next;
         o->prev = o->next = NULL;
         o->live = 0;
-        for (int i = 0; i < o->n; i++)
+        for (int i = 0; i < o->n; i++) {
             /* Relaxed: one thread; no worker of this engine runs in the child. */
             atomic_store_explicit(&o->w[i].rec, NULL, memory_order_relaxed);
+            atomic_store_explicit(&o->w[i].feed, NULL, memory_order_relaxed);
+        }
     }
     live_observers = NULL;
 }

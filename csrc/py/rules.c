@@ -123,7 +123,7 @@ void tg_body_note(tg_body *b) {
 
 /* Whether k was cancelled on request within the task's subtree: node.cancel() on k, or on a
  * task between k and the syncing task (`top`, included; NULL: any ancestor). Such a cancel
- * affects only that subtree (docs/api.md), never the task that spawned it. */
+ * affects only that subtree (docs/api/tasks.md), never the task that spawned it. */
 static int cancel_asked_below(NodeObject *k, NodeObject *top) {
     for (NodeObject *p = k; p; p = p == top ? NULL : tg_node_parent(p))
         /* Relaxed: requests (noderec.h); set before the skip that finished k, which the

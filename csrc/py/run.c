@@ -242,12 +242,14 @@ static PyObject *run_wait(RunObject *run, PyObject *arg) {
     return PyBool_FromLong(ended);
 }
 
-static PyObject *run_cancel(RunObject *run, PyObject *reason) {
-    if (!PyUnicode_Check(reason)) {
-        PyErr_SetString(PyExc_TypeError, "Run.cancel(reason) needs a str");
+static PyObject *run_cancel(RunObject *run, PyObject *args) {
+    PyObject *reason, *error = Py_None;
+    if (!PyArg_ParseTuple(args, "U|O:Run.cancel", &reason, &error)) return NULL;
+    if (error != Py_None && !PyExceptionInstance_Check(error)) {
+        PyErr_SetString(PyExc_TypeError, "Run.cancel(reason, error): error must be an exception or None");
         return NULL;
     }
-    tg_run_cancel_with(run, reason, NULL);
+    tg_run_cancel_with(run, reason, error == Py_None ? NULL : error);
     Py_RETURN_NONE;
 }
 
@@ -268,9 +270,9 @@ static PyGetSetDef run_getset[] = {
 static PyMethodDef run_methods[] = {
     {"wait", (PyCFunction)run_wait, METH_O,
      "wait(timeout) -> True once the run has ended; waits at most timeout seconds."},
-    {"cancel", (PyCFunction)run_cancel, METH_O,
-     "cancel(reason): tasks of the run that have not started never run; CancelledError says "
-     "reason."},
+    {"cancel", (PyCFunction)run_cancel, METH_VARARGS,
+     "cancel(reason, error=None): tasks of the run that have not started never run; their "
+     "CancelledError says reason, caused by error (the run's error, if it had none yet)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,11 +34,17 @@ struct RunObject {
      * task of this run checks its ancestors before it starts. Relaxed: a hint; seen late, a
      * child of a cancelled task may start, and its task can still check tg.cancelled(). */
     _Atomic int cancel_running;
+    /* taskgraph.Executor's run (executor.c): 0 for a compute's run; TG_EXEC_OPEN while it
+     * takes calls: a failed call is its own future's, never its run's (no fail-fast,
+     * worker.c); TG_EXEC_REFUSING from shutdown() on: submit refuses (seq_cst, see
+     * executor.c's hand-off between submit and release). */
+    _Atomic int exec;
     int drain_holds;        /* holds of syncs cut short by the shutdown (engine->mu) */
     NodeObject *drain_kids; /* their children (strong, through `sibling`; engine->mu) */
 };
 
 #define RUN_OF(run) ((RunObject *)((char *)(run) - offsetof(RunObject, r)))
+enum { TG_EXEC_OPEN = 1, TG_EXEC_REFUSING = 2 };
 
 extern PyTypeObject TG_RunType;
 /* A new run of the engine `owner` (a strong reference is taken), on its pool and registry

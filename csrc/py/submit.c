@@ -14,6 +14,7 @@
 typedef struct {
     NodeObject *n; /* borrowed: reachable from the targets through dependency tuples */
     int wire;      /* 0: claim it; 1: claimed and held: wire its edges, release it */
+    int target;    /* one of the nodes given (not a dependency found below them) */
 } entry;
 
 typedef struct {
@@ -21,7 +22,7 @@ typedef struct {
     Py_ssize_t n, cap;
 } stack;
 
-static int push(stack *s, NodeObject *n, int wire) {
+static int push(stack *s, NodeObject *n, int wire, int target) {
     if (s->n == s->cap) {
         Py_ssize_t cap = s->cap ? s->cap * 2 : 256;
         entry *ne = PyMem_Realloc(s->e, sizeof(entry) * (size_t)cap);
@@ -32,7 +33,7 @@ static int push(stack *s, NodeObject *n, int wire) {
         s->e = ne;
         s->cap = cap;
     }
-    s->e[s->n++] = (entry){n, wire};
+    s->e[s->n++] = (entry){n, wire, target};
     return 0;
 }
 
@@ -123,7 +124,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
     int64_t prepaid = 0; /* from outside: holds on the run's live count not used by a claim yet */
     int err = 0;
     NodeObject *pruned = NULL; /* children the parent let go of: dropped at the end */
-    for (Py_ssize_t i = count - 1; i >= 0 && !err; i--) err = push(&st, (NodeObject *)nodes[i], 0);
+    for (Py_ssize_t i = count - 1; i >= 0 && !err; i--) err = push(&st, (NodeObject *)nodes[i], 0, 1);
     while (!err && st.n > 0) {
         entry en = st.e[--st.n];
         NodeObject *n = en.n;
@@ -149,7 +150,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
             err = -1;
             break;
         }
-        if (push(&st, n, 1) < 0) { /* room first: a claimed node is never left off the stack */
+        if (push(&st, n, 1, 0) < 0) { /* room first: a claimed node is never left off the stack */
             err = -1;
             break;
         }
@@ -165,7 +166,13 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
         if (!W) prepaid--;
         Py_INCREF(n); /* the core's reference, until the node is finished */
         atomic_store_explicit(&n->owner, run->owner, memory_order_relaxed); /* see noderec.h */
-        if (parent) { /* submitted from inside a task: part of it (implicit sync) */
+        /* Submitted from inside a task: part of it (implicit sync). Only the nodes given are
+         * its children: one finishes only after every node below it that this submission
+         * claimed (they are its dependencies, directly or not), so the task's sync waits for
+         * them through it (worker.c's sync_kids), and they are held only by their dependents'
+         * arguments, as a lazy graph computed outside: an intermediate value is freed once
+         * its dependents have run, not at the task's end. */
+        if (parent && en.target) {
             tg_node_set_parent(n, parent);
             NodeObject *gone = tg_add_kid(parent, n, NULL, 0); /* it may finish anywhere */
             while (gone) { /* no Python code in this loop: kept for the end */
@@ -174,11 +181,13 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
                 pruned = gone;
                 gone = next;
             }
+        } else if (parent) {
+            tg_node_set_parent(n, parent); /* its task: cancelled with it, named in errors */
         }
         claimed++;
         for (Py_ssize_t i = n->deps ? PyTuple_GET_SIZE(n->deps) - 1 : -1; i >= 0 && !err; i--) {
             NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
-            if (tg_task_state(&d->t) == TG_NEW) err = push(&st, d, 0);
+            if (tg_task_state(&d->t) == TG_NEW) err = push(&st, d, 0, 0);
             else foreign += want_if_foreign(d, run);
         }
     }
@@ -215,9 +224,10 @@ int tg_submit_one(RunObject *run, NodeObject *n) {
     /* Acquire: pairs with the release of the engine's mutex that begin_close sets it under. */
     if (atomic_load_explicit(&run->engine->closed, memory_order_acquire)) {
         PyErr_Format(TG.SchedulerClosedError, "%U is closed", run->engine->label);
+        if (tg_run_release(&run->r)) tg_run_ended(run); /* the caller's hold, unused */
         return -1;
     }
-    if (n->deps || !tg_task_claim(&n->t, &run->r)) /* invariant: the caller made it just now */
+    if (n->deps || !tg_task_claim_prepaid(&n->t, &run->r)) /* invariant: the caller made it just now */
         Py_FatalError("taskgraph: tg_submit_one was given a claimed node or one with Node arguments");
     Py_INCREF(n); /* the core's reference, until the node is finished (worker.c) */
     atomic_store_explicit(&n->owner, run->owner, memory_order_relaxed); /* see noderec.h */

@@ -16,9 +16,10 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t n, Runne
                      Py_ssize_t *others);
 /* Queues one fresh node without Node arguments (never claimed, no deps) from outside the
  * workers, for a run its caller registered and holds open (taskgraph.Executor's submit: no
- * registration, no hold and no batch here, so no lock but the injector's). 0, or -1 with
- * SchedulerClosedError (or MemoryError) when the engine takes no more work: the node then
- * finishes cancelled, its inputs dropped; the run is left alone. */
+ * registration, no hold and no batch here, so no lock but the injector's). The caller has
+ * added one to the run's live count for this node (tg_run_hold), which its claim uses. 0, or
+ * -1 with SchedulerClosedError (or MemoryError) when the engine takes no more work: the node
+ * then finishes cancelled, its inputs dropped; the caller's hold is used up either way. */
 int tg_submit_one(RunObject *run, NodeObject *n);
 
 #endif

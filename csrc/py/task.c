@@ -26,6 +26,14 @@ static int serial_call(NodeObject *n) {
     return 0;
 }
 
+/* Drops a lease the worker's cache replaced: its Task may be freed, and with it Python objects
+ * whose finalizers run here as no task (docs/design/native.md, "Code that runs as no task"). */
+static void drop_as_no_task(PyObject *lease) {
+    NodeObject *cur = tg_suspend_task();
+    Py_DECREF(lease);
+    tg_resume_task(cur);
+}
+
 /* Whether the task was initialised (TypeError if not: made with Task.__new__ alone). */
 static int task_ready(TaskObject *task) {
     /* Acquire: pairs with the release store at the end of task_init (fn, name, retry). */
@@ -44,9 +52,14 @@ static PyObject *task_vectorcall(PyObject *self, PyObject *const *args, size_t n
     if ((kwnames || !tg_arity_ok(&task->arity, PyVectorcall_NARGS(nargsf))) &&
         tg_check_call(&task->arity, task->fn, task->name, args, nargsf, kwnames) < 0)
         return NULL;
-    NodeObject *n = tg_node_new(task->fn, task->name, task->retry, args, nargsf, kwnames);
-    if (!n) return NULL;
     tg_tls *tls = &TG_TLS;
+    PyObject *lease = NULL; /* a spawn: the node borrows through the worker's lease (lease.h) */
+    if (tls->worker && tls->worker->current && !tls->serial &&
+        !(lease = tg_lease_of(&tls->worker->leases, self, drop_as_no_task)))
+        return NULL;
+    NodeObject *n = tg_node_new(task->fn, task->name, task->retry, lease,
+                                tls->worker ? &tls->worker->nodes : NULL, args, nargsf, kwnames);
+    if (!n) return NULL;
     n->t.id = tg_node_id_at(tls);
     if (tls->serial) {
         if (serial_call(n) < 0) {
@@ -181,6 +194,23 @@ static void immortal_if_first(TaskObject *self) {
 #endif
 }
 
+/* A Task of a top-level function gets deferred reference counting (CPython 3.14t and later),
+ * as CPython gives that function itself: every task body that calls it reads it as a global,
+ * and the interpreter then takes no counted reference to it (its stack holds deferred ones),
+ * so workers calling it do not write its reference count. Such a Task is then freed by the
+ * cyclic collector rather than at its last reference, as the function is; Tasks of nested
+ * functions keep prompt freeing, as nested functions do. Public (unstable) C API of 3.14. */
+static void deferred_if_top_level(TaskObject *self) {
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000
+    if (!PyFunction_Check(self->fn)) return;
+    int flags = ((PyCodeObject *)PyFunction_GET_CODE(self->fn))->co_flags;
+    if ((flags & CO_NESTED) && !(flags & CO_METHOD)) return;
+    PyUnstable_Object_EnableDeferredRefcount((PyObject *)self); /* 0: not possible, left as is */
+#else
+    (void)self;
+#endif
+}
+
 /* __init__: once. A Task is immutable (its nodes and calls in progress read fn, name and retry
  * without a reference of their own), so a second __init__ raises TypeError, and two threads
  * initialising the same blank Task cannot both do it. */
@@ -196,7 +226,10 @@ static int task_init(TaskObject *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     int r = task_init_once(self, args, kw);
-    if (r == 0) immortal_if_first(self);
+    if (r == 0) {
+        immortal_if_first(self);
+        deferred_if_top_level(self);
+    }
     /* Release: pairs with the acquire in task_ready (fn, name, retry are published). A failed
      * initialisation leaves the Task blank (it may be initialised again). */
     atomic_store_explicit(&self->ready, r == 0 ? TG_TASK_READY : TG_TASK_BLANK, memory_order_release);
@@ -225,9 +258,10 @@ static int task_init_once(TaskObject *self, PyObject *args, PyObject *kw) {
         Py_DECREF(nm);
         return -1;
     }
-    /* Interned: every node of this task refers to it; on free-threaded builds interned
-     * strings are immortal, so workers never contend on its reference count. */
-    PyUnicode_InternInPlace(&nm);
+    /* Not interned: interned strings are immortal on free-threaded builds, so names made
+     * anew per call (tg.map's "map[...]", a dask key's prefix, name=f"job-{i}") would be kept
+     * for the life of the process. Spawned nodes borrow the name through their worker's lease
+     * (lease.h); a function's own __name__ is interned by the compiler already. */
     PyObject *retry = retry_options(retries, retry_on, nm);
     if (!retry && PyErr_Occurred()) {
         Py_DECREF(nm);

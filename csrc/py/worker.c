@@ -17,6 +17,10 @@
 
 static void idle_begin(void *ctx) {
     Runner *W = ctx;
+    /* Nothing left to run at its outermost level (no task of its own is open): the Tasks it
+     * leased may be freed now if nobody else holds them (lease.h). Python code may run (a
+     * Task's finalizer): as no task, with nothing of the pool held. */
+    if (W->depth == 0) tg_leases_release(&W->leases);
     tg_watch_idle_begin(W->watch); /* idle inside a traced task's join is join time */
     W->saved = PyEval_SaveThread(); /* nothing below touches Python objects */
 }
@@ -160,8 +164,11 @@ void tg_set_failing(NodeObject *n, PyObject *exc /* stolen */) {
     atomic_store_explicit(&n->failing, 1, memory_order_release);
 }
 
-/* A top-level task failed: fail fast, cancel the rest of its run. */
+/* A top-level task failed: fail fast, cancel the rest of its run. Not in an Executor's run,
+ * whose calls are independent (each failure is its own future's, executor.c). */
 static void fail_run(NodeObject *n) {
+    /* Relaxed: set by _exec_hold before the run took its first call. */
+    if (atomic_load_explicit(&RUN_OF(tg_task_run(&n->t))->exec, memory_order_relaxed)) return;
     /* "failed" only: the CancelledErrors that quote it add the failure (rules.c). */
     PyObject *reason = tg_node_format(n, "task %U failed");
     PyErr_Clear();
@@ -233,6 +240,17 @@ void tg_wait_retired(NodeObject *k) {
     Py_END_ALLOW_THREADS
 }
 
+/* Whether k, a child that will never run and still waits for its dependencies, waits only for
+ * nodes that do not wait for n (the syncing task) or a task that spawned it: its dependencies
+ * that n's submissions claimed are not n's children (submit.c), so the sync waits for them
+ * through k, which is finished (as cancelled) when they are. */
+static int waits_for_others(NodeObject *n, NodeObject *k) {
+    NodeObject *via = NULL;
+    int dep = tg_depends_on_waiter(n, k, &via);
+    if (dep < 0) PyErr_Clear(); /* out of memory walking: not waited for, as before */
+    return dep == 0;
+}
+
 /* Implicit sync at the end of a task (Cilk's sync, rayon's scope): the task finishes only
  * after every child it spawned. If it failed, children not started yet are cancelled first.
  * A child that failed and whose outcome nobody read makes the task fail with that error (no
@@ -271,7 +289,7 @@ static void sync_kids(Runner *W, tg_body *b) {
             if (tg_task_state(&k->t) < TG_DONE) tg_task_cancel(&k->t, TG_POISON_CANCEL);
     int closed = 0;
     for (NodeObject *k = kids; k && !closed; k = k->sibling)
-        if (tg_task_state(&k->t) < TG_DONE && !never_runs_pending(k))
+        if (tg_task_state(&k->t) < TG_DONE && (!never_runs_pending(k) || waits_for_others(n, k)))
             closed = tg_join_wait(W, k, 0) == TG_FIND_SHUTDOWN;
     for (NodeObject *k = kids; k; k = k->sibling) tg_body_child(b, k); /* unread failures */
     if (closed) { /* cut short: children may still run, or wait in a queue, after we finish */
@@ -352,7 +370,7 @@ static void observer_failed(Runner *W, NodeObject *n) {
 
 /* finish_and_let_go for a node with done callbacks. A covered child is retired before they run,
  * under a reference of our own: its parent's sync waits for its result, not for its callbacks
- * (docs/api.md), so a callback that blocks never holds the parent up. */
+ * (docs/api/futures.md), so a callback that blocks never holds the parent up. */
 static void let_go_with_callbacks(NodeObject *n, int covered, RunObject *ended, tg_task *refused) {
     if (covered) { /* the parent holds it until the retire: the increment comes first */
         Py_INCREF(n);
@@ -392,7 +410,7 @@ static void execute(Runner *W, NodeObject *n) {
         return;
     }
     tg_rec_start rs;
-    tg_rec_begin(W->watch, &rs);
+    tg_rec_begin(W->watch, &rs, n);
     /* No recursion check of our own: every level of nested joins runs the task's Python
      * frame, which CPython counts (and, from 3.12, the C entry into it too). */
     native_body c = {W, &rs};
@@ -420,7 +438,7 @@ static void execute(Runner *W, NodeObject *n) {
 /* Finishes node n, handed to W with skip set, as cancelled. */
 static void skip(Runner *W, NodeObject *n) {
     tg_rec_start rs;
-    tg_rec_begin(W->watch, &rs);
+    tg_rec_begin(W->watch, &rs, n);
     n->value = cancel_error(n);
     if (rs.timed && tg_rec_end(W->watch, &rs, n, TG_CANCELLED) < 0) observer_failed(W, n);
     tg_node_drop_inputs(n); /* their finalizers run as no task */

@@ -7,6 +7,7 @@
 #define TG_PY_WORKER_H
 
 #include "args.h"
+#include "lease.h"
 #include "rules.h"
 #include "recorder.h"
 #include "run.h"
@@ -31,6 +32,11 @@ struct tg_runner {
     PyThreadState *saved;    /* while idle (detached from the interpreter) */
     const char *stack_low;   /* its thread's tg_c_stack_limit() (set when the thread starts) */
     int died;                /* an injected fault stopped this worker (TG_FAULT_WORKER) */
+    int blocking;            /* declared waits open on this thread (blocking.c; nested count) */
+    /* The Tasks of the nodes it spawns, each held once through a lease the nodes share
+     * (lease.h); let go when it has nothing to run at its outermost level, and at its exit. */
+    tg_leases leases;
+    tg_node_cache nodes;     /* the memory of nodes it freed, for its next ones (noderec.h) */
 };
 
 extern tg_idle_fn tg_idle_begin, tg_idle_end;

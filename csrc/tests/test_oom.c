@@ -2,8 +2,8 @@
 /* Out of memory in the core: every allocation the core makes is failed in turn (the test binary
  * is linked with --wrap for malloc, calloc, realloc and aligned_alloc), and each failure must be
  * reported, not crash, and leave nothing behind (the AddressSanitizer build checks for leaks and
- * bad frees). Covers tg_pool_new's failure paths (a deque that was never allocated is not
- * freed), the injector growing, tg_task_depend, and the trace buffer. */
+ * bad frees). Covers tg_pool_new_spares's failure paths (a deque that was never allocated is not
+ * freed; the spares' arrays), the injector growing, tg_task_depend, and the trace buffer. */
 #include "../deque.h"
 #include "../graph.h"
 #include "../pool.h"
@@ -31,7 +31,7 @@ static void test_pool_new(void) {
     int failures = 0;
     for (int k = 1; k < 100; k++) {
         countdown = k;
-        tg_pool *p = tg_pool_new(4);
+        tg_pool *p = tg_pool_new_spares(4, 3); /* the spares' allocations too */
         int failed = countdown == 0; /* the k-th allocation was reached and failed */
         countdown = 0;
         if (failed) {

@@ -476,6 +476,54 @@ static void test_local_join_takes_injected(void) {
     printf("ok a no-steal join takes its awaited task from the injector\n");
 }
 
+/* A join whose awaited task runs on another thread leaves work from outside to the others
+ * (it may wait: an Executor call, a compute from another thread): with a long window, the
+ * parked joiner does not take an injected task while its awaited task runs, then returns
+ * when that task finishes; with a short window, a joiner whose awaited task runs on takes the
+ * injected task after the window (liveness: nobody else may be there to run it). */
+static void test_join_leaves_injected_work(void) {
+    for (int part = 0; part < 2; part++) {
+        tg_pool *p = tg_pool_new(1);
+        tg_pool_set_join_defer(p, part == 0 ? 600000000000L : 1000000L);
+        tg_run run;
+        memset(&run, 0, sizeof run);
+        run.pool = p;
+        tg_task x, y;
+        memset(&x, 0, sizeof x);
+        memset(&y, 0, sizeof y);
+        CHECK(tg_task_claim_inline(&x) == 1, "claim inline: x runs elsewhere");
+        CHECK(tg_task_claim(&y, &run) == 1, "claim y");
+        joiner_arg ja = {p, &x, TG_LOOK_STEAL | TG_LOOK_POLL, 0, 0};
+        pthread_t tid;
+        pthread_create(&tid, NULL, joiner_main, &ja);
+        usleep(5000); /* let it park */
+        CHECK(tg_pool_release_external(p, &y) == TG_PUSH_QUEUED, "inject y");
+        if (part == 0) {
+            usleep(50000);
+            CHECK(atomic_load(&ja.ran) == 0, "the joiner ran outside work while its task ran");
+        } else {
+            for (int i = 0; atomic_load(&ja.ran) == 0; i++) {
+                CHECK(i < 20000, "the joiner never took the injected task (10 s)");
+                usleep(500);
+            }
+        }
+        tg_task *refused = NULL;
+        tg_pool_finish(NULL, -1, &x, TG_DONE, &refused); /* x ends (outside the pool) */
+        wait_result(&ja, TG_FIND_JOINED);
+        pthread_join(tid, NULL);
+        CHECK(atomic_load(&ja.ran) == part, "ran %d injected tasks", atomic_load(&ja.ran));
+        tg_pool_shutdown(p);
+        tg_task *left;
+        if (part == 0) { /* y is still queued: the drain hands it out */
+            CHECK(tg_pool_drain(p, &left) == 1 && left == &y, "y left in the injector");
+            tg_pool_finish(p, 0, left, TG_CANCELLED, &refused);
+        }
+        CHECK(tg_pool_drain(p, &left) == 0, "nothing else queued");
+        tg_pool_free(p);
+    }
+    printf("ok a join leaves outside work to the others while its task runs, for a bounded time\n");
+}
+
 /* A join on a task that finishes outside this pool (claimed inline, or in another pool),
  * so no finisher wakes this pool's joiner: with TG_LOOK_POLL the parked joiner sees the
  * finish by itself. */
@@ -538,6 +586,7 @@ int main(void) {
     test_progress_moves_when_a_task_leaves_the_deque();
     test_cross_pool_release();
     test_local_join_takes_injected();
+    test_join_leaves_injected_work();
     test_poll_join_sees_foreign_finish();
     printf("pool: 12 passed, 0 failed\n");
     return 0;

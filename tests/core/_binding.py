@@ -1,4 +1,4 @@
-"""A test-only cffi binding of the C scheduler core (csrc/deque.c, graph.c, injector.c, pool.c, sleep.c, thief.c, trace.c),
+"""A test-only cffi binding of the C scheduler core (csrc/deque.c, graph.c, injector.c, pool.c, sleep.c, spare.c, thief.c, trace.c),
 for checks of the core driven from Python (tests/core/, benchmarks/deque_binding.py). The
 runtime never uses it: taskgraph binds the core through its C-API extension only.
 
@@ -9,10 +9,10 @@ compiler for its size and layout), so Python can allocate one (``ffi.new("tg_tas
 ``static inline`` functions and ``extern`` variables are left out. The binding is built in
 cffi's API mode against the real headers, so the compiler checks every declaration.
 
-Importing cffi 1.17 turns the GIL on in a free-threaded CPython 3.13 whose GIL was not
-forced off, and so does loading the module built here: the tests that use it run in their
-own pytest session with ``-X gil=0`` (``make test-core``; tests/conftest.py leaves them out of
-the main session there).
+It needs cffi 2: free-threaded CPython 3.14 (where cffi keeps the GIL off) and the GIL builds.
+cffi 2 refuses CPython 3.13t, and cffi 1.17 would turn the GIL on there. On a free-threaded
+interpreter the tests that use it run in a pytest session of their own (``make test-core``;
+tests/conftest.py leaves them out of the main session there).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import sysconfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CSRC = os.path.join(ROOT, "csrc")
-HEADERS = ["contend.h", "counters.h", "deque.h", "graph.h", "injector.h", "pool.h", "sleep.h", "thief.h", "trace.h"]
-SOURCES = ["contend.c", "deque.c", "graph.c", "injector.c", "pool.c", "sleep.c", "thief.c", "trace.c"]
+HEADERS = ["contend.h", "counters.h", "deque.h", "graph.h", "injector.h", "pool.h", "sleep.h", "sparestate.h", "thief.h", "trace.h"]
+SOURCES = ["contend.c", "deque.c", "graph.c", "injector.c", "pool.c", "sleep.c", "spare.c", "thief.c", "trace.c"]
 # Callbacks the tests give to the core (cffi's extern "Python"): tg_task_finish's ready().
 TEST_CALLBACKS = 'extern "Python" void tgtest_ready(void *ctx, tg_task *t);\n'
 
@@ -94,7 +94,7 @@ def build(build_dir: str):
     """Builds (or reuses) the binding in build_dir and returns its module (``.ffi``, ``.lib``).
     The module's name carries a hash of the sources, headers and declarations, so a change to
     any of them builds a new one."""
-    import cffi  # only here: importing cffi may turn the GIL on (see the module docstring)
+    import cffi  # only here: the runtime and the main test session never import it
 
     cdef = cdef_from_headers() + TEST_CALLBACKS
     h = hashlib.sha1(cdef.encode())
@@ -116,7 +116,7 @@ def build(build_dir: str):
             include_dirs=[CSRC],
             extra_compile_args=["-std=gnu11", "-O1", "-pthread"],
             extra_link_args=["-pthread"],
-            # cffi 1.17 would otherwise ask for the limited API, which 3.13t does not have.
+            # the limited API does not exist on free-threaded builds before 3.15
             define_macros=[("_CFFI_NO_LIMITED_API", None)] if _free_threaded() else [],
         )
         path = ffi.compile(tmpdir=build_dir, verbose=False)

@@ -1,0 +1,234 @@
+"""Tasks that wait: spare workers against a pool of threads (docs/api/waiting.md).
+
+    python benchmarks/waiting.py [--quick] [--runs R] [--out FILE]
+
+  1. 200 calls that each wait 50 ms (time.sleep, a stand-in for an HTTP request), made as a new
+     user would: ThreadPoolExecutor() (its default, CPUs + 4 threads), ThreadPoolExecutor(32),
+     taskgraph.Executor() with submit and with map, and tasks on a tg.Scheduler(): declared
+     with `with tg.blocking():` inside a fork-join task, and @tg.task(blocking=True) as a lazy
+     DAG. Each run makes its executor or scheduler anew (its threads' start-up is in the
+     figure, as for a user's script). Target: <= 0.5 s for taskgraph.Executor() (submit) and
+     for the tasks (ThreadPoolExecutor(32): ~0.35 s);
+  2. the same calls through asyncio's loop.run_in_executor, on ThreadPoolExecutor() and on
+     taskgraph.Executor();
+  3. fib(28) with a cutoff at 16 on tg.Scheduler(2) while 100 tasks that each wait 50 ms are
+     in flight (a thread keeps computing batches of 100 such tasks on the same scheduler until
+     fib is done), against plain recursive fib(28): target >= 1.8x; beside it fib alone;
+  4. 10,000 waiting tasks (0.2 ms each) on tg.Scheduler(2): the most spare threads alive at
+     once (target: never above the bound, Scheduler.spares), and how long after the last task
+     the spare threads are gone (target: within a second; the default spare_idle is 0.5 s).
+
+Timed alternatives run alternately (_common.alternate), R rounds (default 5; --quick 3, with
+fewer tasks); medians with min and max, and the machine's load beside each figure.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures as cf
+import os
+import sys
+import threading
+import time
+
+import taskgraph as tg
+from _common import Machine, alternate, load_text, spread_text, summary, verdict, write_results
+from per_task import fib, fib_serial
+
+WAIT = 0.05
+
+
+def waits(i):
+    time.sleep(WAIT)
+    return i
+
+
+@tg.task
+def waits_declared(i, dt=WAIT):
+    with tg.blocking():
+        time.sleep(dt)
+    return i
+
+
+@tg.task(blocking=True)
+def waits_always(i):
+    time.sleep(WAIT)
+    return i
+
+
+@tg.task
+def fan(n):
+    return sum(k.result() for k in [waits_declared(i) for i in range(n)])
+
+
+def through_executor(make, n):
+    with make() as ex:
+        assert sum(f.result() for f in [ex.submit(waits, i) for i in range(n)]) == n * (n - 1) // 2
+
+
+def through_map(make, n):
+    with make() as ex:
+        assert sum(ex.map(waits, range(n))) == n * (n - 1) // 2
+
+
+def through_tasks(n):
+    with tg.Scheduler() as s:
+        assert s.compute(fan(n)) == n * (n - 1) // 2
+
+
+def through_lazy_dag(n):
+    with tg.Scheduler() as s:
+        assert sum(s.compute([waits_always(i) for i in range(n)])) == n * (n - 1) // 2
+
+
+def through_asyncio(make, n):
+    async def go(ex):
+        loop = asyncio.get_running_loop()
+        return await asyncio.gather(*[loop.run_in_executor(ex, waits, i) for i in range(n)])
+
+    with make() as ex:
+        assert sum(asyncio.run(go(ex))) == n * (n - 1) // 2
+
+
+def calls(runs, n):
+    sides = {
+        "threadpool_default": lambda: through_executor(cf.ThreadPoolExecutor, n),
+        "threadpool_32": lambda: through_executor(lambda: cf.ThreadPoolExecutor(32), n),
+        "taskgraph_executor": lambda: through_executor(tg.Executor, n),
+        "taskgraph_executor_map": lambda: through_map(tg.Executor, n),
+        "tasks_blocking": lambda: through_tasks(n),
+        "tasks_blocking_option": lambda: through_lazy_dag(n),
+        "asyncio_threadpool_default": lambda: through_asyncio(cf.ThreadPoolExecutor, n),
+        "asyncio_taskgraph_executor": lambda: through_asyncio(tg.Executor, n),
+    }
+    m = Machine()
+    times = alternate(list(sides.values()), runs)
+    load = m.stop()
+    out = {"calls": n, "wait_s": WAIT, "load": load}
+    print(f"{n} calls waiting {WAIT * 1000:.0f} ms each ({load_text(load)}):")
+    for (name, _), ts in zip(sides.items(), times):
+        out[name] = {**summary(ts), "values": list(ts)}
+        print(f"  {name:28s} {spread_text(out[name], unit=' s')}")
+    for name in ("taskgraph_executor", "tasks_blocking", "tasks_blocking_option"):
+        word, det = verdict(times[list(sides).index(name)], 0.5, "lower", load=load)
+        out[f"verdict_{name}"] = {"word": word, **det}
+        print(f"  target <= 0.5 s, {name}: {word}")
+    return out
+
+
+def fib_with_waiting(runs, n=28, cutoff=16, inflight=100):
+    """fib(n) (cutoff) on Scheduler(2) while a thread keeps `inflight` waiting tasks going on
+    the same scheduler; and fib alone; against plain recursive fib(n)."""
+    with tg.Scheduler(2) as s:
+        s.compute(fib(20, cutoff))
+        batches = [0]
+
+        def alone():
+            t0 = time.perf_counter()
+            assert s.compute(fib(n, cutoff)) == fib_serial_value
+            return time.perf_counter() - t0
+
+        def serial():
+            t0 = time.perf_counter()
+            fib_serial(n)
+            return time.perf_counter() - t0
+
+        def with_waits():  # times fib only (not the start of the waiting or its end)
+            stop = threading.Event()
+
+            def keep_going():
+                while not stop.is_set():
+                    s.compute([waits_declared(i) for i in range(inflight)])
+                    batches[0] += 1
+
+            th = threading.Thread(target=keep_going)
+            th.start()
+            time.sleep(WAIT / 2)  # the first batch is waiting
+            try:
+                return alone()
+            finally:
+                stop.set()
+                th.join()
+
+        fib_serial_value = fib_serial(n)
+        m = Machine()
+        t_serial, t_alone, t_waits = alternate([serial, alone, with_waits], runs,
+                                               timer=lambda f: f())
+        load = m.stop()
+        st = s.spare_stats()
+    speed = [a / b for a, b in zip(t_serial, t_waits)]
+    out = {"n": n, "cutoff": cutoff, "inflight": inflight, "load": load,
+           "serial": summary(t_serial), "alone": summary(t_alone), "with_waiting": summary(t_waits),
+           "speedup_with_waiting": {**summary(speed), "values": speed},
+           "speedup_alone": summary([a / b for a, b in zip(t_serial, t_alone)]),
+           "waiting_batches": batches[0], "spare_stats": st}
+    word, det = verdict(speed, 1.8, "higher", load=load)
+    out["verdict"] = {"word": word, **det}
+    print(f"fib({n}) cutoff {cutoff} on 2 workers with {inflight} waiting tasks in flight "
+          f"({load_text(load)}):")
+    print(f"  serial {spread_text(out['serial'], unit=' s')}")
+    print(f"  alone {spread_text(out['alone'], unit=' s')}, speed-up "
+          f"{spread_text(out['speedup_alone'], fmt='{:.2f}', unit='x')}")
+    print(f"  with waiting {spread_text(out['with_waiting'], unit=' s')}, speed-up "
+          f"{spread_text(out['speedup_with_waiting'], fmt='{:.2f}', unit='x')} "
+          f"({batches[0]} batches of {inflight}; peak {st['peak_threads']} spare threads)")
+    print(f"  target >= 1.8x: {word}")
+    return out
+
+
+def bound_and_retirement(n):
+    """n waiting tasks (0.2 ms each) on Scheduler(2): peak spare threads, and the time from the
+    end of the compute until every spare thread is gone."""
+    with tg.Scheduler(2) as s:
+        prefix = f"taskgraph-{s.number}-s"
+
+        def alive():
+            return sum(1 for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive())
+
+        peak, stop = [0], threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                peak[0] = max(peak[0], alive())
+                time.sleep(0.0005)
+
+        w = threading.Thread(target=watch)
+        w.start()
+        t0 = time.perf_counter()
+        s.compute([waits_declared(i, 0.0002) for i in range(n)])
+        t_run = time.perf_counter() - t0
+        stop.set()
+        w.join()
+        t0 = time.perf_counter()
+        while alive() and time.perf_counter() - t0 < 30:
+            time.sleep(0.001)
+        gone = time.perf_counter() - t0
+        st = s.spare_stats()
+    out = {"tasks": n, "bound": st["limit"], "peak_seen": peak[0], "peak_counted": st["peak_threads"],
+           "peak": max(peak[0], st["peak_threads"]), "run_s": t_run, "gone_after_s": gone, "started": st["started"], "retired": st["retired"]}
+    ok = max(peak[0], st["peak_threads"]) <= st["limit"] and gone <= 1.0
+    out["verdict"] = "met" if ok else "missed"
+    print(f"{n} waiting tasks: peak {max(peak[0], st['peak_threads'])} spare threads (bound "
+          f"{st['limit']}), run {t_run:.2f} s, spares gone {gone:.2f} s after the last task: "
+          f"{out['verdict']}")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    runs = a.runs or (3 if a.quick else 5)
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = a.out or os.path.join(here, "results", f"waiting-{sys.version_info[0]}{sys.version_info[1]}"
+                                f"{'t' if not tg.gil_enabled() else ''}.json")
+    res = {"calls": calls(runs, 200),
+           "fib_with_waiting": fib_with_waiting(runs, 24 if a.quick else 28, 12 if a.quick else 16),
+           "bound": bound_and_retirement(2_000 if a.quick else 10_000)}
+    write_results(out, res, a.quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,433 @@
+/* Spare workers and their manager (pool.h, "Waiting tasks and spare workers";
+ * docs/design/sleep.md, "Spare workers"). A pool has n workers, one per core, and `limit`
+ * spare slots. While tasks wait (a declared wait, or one the manager's scan finds: a task that
+ * keeps its slot without progress and uses less than half a core), spares go on duty, up to
+ * one per waiting task and at most `limit`: each is a full worker (its own deque and sleeper)
+ * that runs the queued work meanwhile. A spare leaves duty at its outermost level once more
+ * spares are on duty than tasks wait, and its thread ends after idle_ns off duty.
+ *
+ * One mutex (sp->mu) guards the slots' states, the statistics and the sleeps of the manager
+ * and of the spares off duty; none of that is on a task's path. The counters read lock-free
+ * (blocked, stalled, on, parked) say beside each access what they pair with. */
+#define _GNU_SOURCE
+#include "sparestate.h"
+#include "pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A spare slot's state (sp->state, under sp->mu). */
+enum {
+    SPARE_FREE = 0, /* no thread */
+    SPARE_IDLE = 1, /* a thread waits off duty (tg_pool_spare_wait) */
+    SPARE_DUTY = 2  /* its thread runs the slot's dispatch loop, or is being started */
+};
+
+/* How the manager scans (ns): every SCAN_MIN_NS while something changes (a new candidate, a
+ * change in the stalled count), backing off by doubling to SCAN_MAX_NS while nothing does;
+ * with every slot idle and nothing blocked it sleeps until a worker leaves find_idle. */
+#define SCAN_MIN_NS 2000000L
+#define SCAN_MAX_NS 32000000L
+/* After the OS refused a thread: no new spare thread for this long. */
+#define REFUSED_BACKOFF_NS 1000000000L
+
+static void timespec_at(struct timespec *ts, int64_t ns) {
+    ts->tv_sec = (time_t)(ns / 1000000000);
+    ts->tv_nsec = (long)(ns % 1000000000);
+}
+
+int tg_spares_init(tg_pool *p, int nspares) {
+    tg_spares *sp = &p->sp;
+    memset(sp, 0, sizeof *sp);
+    sp->limit = nspares;
+    sp->detect = 1;
+    atomic_init(&sp->blocked, 0);
+    atomic_init(&sp->stalled, 0);
+    atomic_init(&sp->on, 0);
+    atomic_init(&sp->parked, 0);
+    pthread_mutex_init(&sp->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* tg_now_ns's clock: timed waits */
+    pthread_cond_init(&sp->cv, &ca);
+    if (nspares > 0) {
+        sp->scv = calloc((size_t)nspares, sizeof *sp->scv);
+        sp->state = calloc((size_t)nspares, sizeof *sp->state);
+        sp->last_run = calloc((size_t)p->nslots, sizeof *sp->last_run);
+        sp->last_cpu = calloc((size_t)p->nslots, sizeof *sp->last_cpu);
+        sp->streak = calloc((size_t)p->nslots, sizeof *sp->streak);
+        if (!sp->scv || !sp->state || !sp->last_run || !sp->last_cpu || !sp->streak) {
+            pthread_condattr_destroy(&ca);
+            free(sp->scv); /* nothing initialised in it yet */
+            sp->scv = NULL;
+            sp->inited = 1; /* tg_spares_destroy frees the rest */
+            return -1;
+        }
+        for (int i = 0; i < nspares; i++) pthread_cond_init(&sp->scv[i], &ca);
+        for (int i = 0; i < p->nslots; i++) sp->last_cpu[i] = -1;
+    }
+    pthread_condattr_destroy(&ca);
+    sp->inited = 1;
+    return 0;
+}
+
+void tg_spares_destroy(tg_pool *p) {
+    tg_spares *sp = &p->sp;
+    if (!sp->inited) return; /* the pool's construction failed before tg_spares_init */
+    for (int i = 0; sp->scv && i < sp->limit; i++) pthread_cond_destroy(&sp->scv[i]);
+    free(sp->scv);
+    free(sp->state);
+    free(sp->last_run);
+    free(sp->last_cpu);
+    free(sp->streak);
+    pthread_cond_destroy(&sp->cv);
+    pthread_mutex_destroy(&sp->mu);
+    sp->scv = NULL;
+    sp->state = NULL;
+    sp->last_run = sp->last_cpu = NULL;
+    sp->streak = NULL;
+}
+
+static int is_shutdown(tg_pool *p) {
+    /* seq_cst: pairs with the store in tg_pool_shutdown (which then takes sp->mu to wake us). */
+    return atomic_load_explicit(&p->shutdown, memory_order_seq_cst);
+}
+
+/* Under mu: the manager looks now (woken from any sleep). */
+static void kick_locked(tg_spares *sp) {
+    sp->kicked = 1;
+    /* Relaxed under mu: the manager re-reads it under mu before it waits (tg_pool_manage). */
+    atomic_store_explicit(&sp->parked, 0, memory_order_relaxed);
+    pthread_cond_signal(&sp->cv);
+}
+
+void tg_spares_wake_all(tg_pool *p) {
+    tg_spares *sp = &p->sp;
+    pthread_mutex_lock(&sp->mu);
+    kick_locked(sp);
+    for (int i = 0; i < sp->limit; i++) pthread_cond_broadcast(&sp->scv[i]);
+    pthread_mutex_unlock(&sp->mu);
+}
+
+void tg_spares_kick(tg_pool *p) {
+    pthread_mutex_lock(&p->sp.mu);
+    kick_locked(&p->sp);
+    pthread_mutex_unlock(&p->sp.mu);
+}
+
+/* How many spares the pool wants on duty: one per waiting task, declared or found. */
+static int wanted(tg_spares *sp) {
+    /* Relaxed: hints; the decisions they feed are re-taken under mu or at the next scan. */
+    int b = atomic_load_explicit(&sp->blocked, memory_order_relaxed);
+    int s = atomic_load_explicit(&sp->stalled, memory_order_relaxed);
+    int want = b + s;
+    return want > sp->limit ? sp->limit : want < 0 ? 0 : want;
+}
+
+/* ------------------------------------------------------------------------- declared waits */
+
+void tg_pool_block_begin(tg_pool *p, int w) {
+    tg_spares *sp = &p->sp;
+    /* Relaxed: the owner's flag, read by the manager's scan (a hint: a declared wait is not
+     * counted as an undeclared one). */
+    atomic_store_explicit(&p->w[w].blocking, 1, memory_order_relaxed);
+    /* seq_cst RMW: read by wanted() (relaxed hints) and by the manager's re-check before it
+     * sleeps without a timeout (seq_cst load in park_manager): either it sees this wait, or
+     * the kick below finds it asleep. */
+    atomic_fetch_add_explicit(&sp->blocked, 1, memory_order_seq_cst);
+    if (!sp->limit) return;
+    /* Relaxed `on`: a hint; asking the manager once too often costs it one look. */
+    if (atomic_load_explicit(&sp->on, memory_order_relaxed) < wanted(sp)) tg_spares_kick(p);
+}
+
+void tg_pool_block_end(tg_pool *p, int w) {
+    /* seq_cst RMW: see block_begin; the spares see the lower count at their next idle point. */
+    atomic_fetch_sub_explicit(&p->sp.blocked, 1, memory_order_seq_cst);
+    atomic_store_explicit(&p->w[w].blocking, 0, memory_order_relaxed); /* see block_begin */
+}
+
+/* ------------------------------------------------------------------------- the spares */
+
+int tg_spare_leave(tg_pool *p, int w) {
+    tg_spares *sp = &p->sp;
+    /* Relaxed: the lock-free pre-check; the decision is re-taken under mu. */
+    if (atomic_load_explicit(&sp->on, memory_order_relaxed) <= wanted(sp)) return 0;
+    int left = 0;
+    pthread_mutex_lock(&sp->mu);
+    int on = atomic_load_explicit(&sp->on, memory_order_relaxed); /* under mu: its writers hold it */
+    if (on > wanted(sp)) {
+        atomic_store_explicit(&sp->on, on - 1, memory_order_relaxed); /* under mu */
+        sp->state[w - p->n] = SPARE_IDLE;
+        left = 1;
+    }
+    pthread_mutex_unlock(&sp->mu);
+    return left;
+}
+
+void tg_pool_spare_begin(tg_pool *p, int w) {
+    (void)w;
+    tg_sleep_enter_slot(&p->sl);
+}
+
+int tg_pool_spare_wait(tg_pool *p, int w, int64_t idle_ns) {
+    tg_spares *sp = &p->sp;
+    int k = w - p->n;
+    pthread_mutex_lock(&sp->mu);
+    if (sp->state[k] == SPARE_DUTY) { /* came from TG_FIND_SHUTDOWN: off duty first */
+        int on = atomic_load_explicit(&sp->on, memory_order_relaxed); /* under mu */
+        atomic_store_explicit(&sp->on, on - 1, memory_order_relaxed);
+        sp->state[k] = SPARE_IDLE;
+    }
+    struct timespec until;
+    timespec_at(&until, tg_now_ns() + idle_ns);
+    int timed_out = 0;
+    while (sp->state[k] == SPARE_IDLE && !timed_out && !is_shutdown(p))
+        timed_out = pthread_cond_timedwait(&sp->scv[k], &sp->mu, &until) == ETIMEDOUT;
+    if (sp->state[k] == SPARE_DUTY) { /* the manager put it back on duty (never after shutdown) */
+        pthread_mutex_unlock(&sp->mu);
+        tg_sleep_enter_slot(&p->sl);
+        return 1;
+    }
+    sp->state[k] = SPARE_FREE;
+    sp->threads--;
+    if (!is_shutdown(p)) sp->retired++;
+    pthread_mutex_unlock(&sp->mu);
+    return 0;
+}
+
+void tg_pool_set_detection(tg_pool *p, int on) { p->sp.detect = on; }
+
+void tg_pool_spare_failed(tg_pool *p, int w) {
+    tg_spares *sp = &p->sp;
+    pthread_mutex_lock(&sp->mu);
+    sp->state[w - p->n] = SPARE_FREE;
+    int on = atomic_load_explicit(&sp->on, memory_order_relaxed); /* under mu */
+    atomic_store_explicit(&sp->on, on - 1, memory_order_relaxed);
+    sp->threads--;
+    sp->failed++;
+    sp->backoff_until = tg_now_ns() + REFUSED_BACKOFF_NS;
+    pthread_mutex_unlock(&sp->mu);
+}
+
+void tg_pool_spare_stats(tg_pool *p, tg_spare_stats *out) {
+    tg_spares *sp = &p->sp;
+    pthread_mutex_lock(&sp->mu);
+    out->limit = sp->limit;
+    out->threads = sp->threads;
+    out->peak = sp->peak;
+    /* Relaxed (on: under mu; the others: snapshots). */
+    out->on_duty = atomic_load_explicit(&sp->on, memory_order_relaxed);
+    out->blocked = atomic_load_explicit(&sp->blocked, memory_order_relaxed);
+    out->stalled = atomic_load_explicit(&sp->stalled, memory_order_relaxed);
+    out->started = sp->started;
+    out->retired = sp->retired;
+    out->failed = sp->failed;
+    out->stalls = sp->stalls;
+    out->activations = sp->activations;
+    pthread_mutex_unlock(&sp->mu);
+}
+
+/* ------------------------------------------------------------------------- CPU clocks */
+
+void tg_pool_attach(tg_pool *p, int w) {
+    tg_worker *me = &p->w[w];
+#ifdef SYS_gettid
+    me->tid = (int64_t)syscall(SYS_gettid);
+#endif
+    if (pthread_getcpuclockid(pthread_self(), &me->cpu_clock) != 0) return;
+    /* Release: pairs with the manager's acquire load (cpu_clock is written before). */
+    atomic_store_explicit(&me->has_clock, 1, memory_order_release);
+}
+
+void tg_pool_detach(tg_pool *p, int w) {
+    /* Release: see attach. A scan that read 1 just before may read the clock of a thread that
+     * is ending: clock_gettime then fails (or, if the id was reused, reads another thread's:
+     * one wrong sample for a heuristic). */
+    atomic_store_explicit(&p->w[w].has_clock, 0, memory_order_release);
+}
+
+/* The time slot i's thread spent on a CPU or ready to run (waiting for a CPU the machine's other
+ * threads hold), in ns; -1 if it has no clock registered. Linux's schedstat gives both (the
+ * first two fields of /proc/self/task/TID/schedstat): a thread that waits for a CPU is not
+ * waiting in a task, and on a loaded machine its CPU time alone would make it look so. Where
+ * schedstat is missing, the thread's CPU clock alone. */
+static int64_t busy_ns(tg_worker *wk) {
+    /* Acquire: pairs with the release store in tg_pool_attach (tid, cpu_clock). */
+    if (!atomic_load_explicit(&wk->has_clock, memory_order_acquire)) return -1;
+    if (wk->tid > 0) {
+        char path[64], buf[96];
+        snprintf(path, sizeof path, "/proc/self/task/%lld/schedstat", (long long)wk->tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t k = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            long long on_cpu, queued;
+            if (k > 0) {
+                buf[k] = 0;
+                if (sscanf(buf, "%lld %lld", &on_cpu, &queued) == 2) return (int64_t)(on_cpu + queued);
+            }
+        }
+    }
+    struct timespec ts;
+    if (clock_gettime(wk->cpu_clock, &ts) != 0) return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------- the manager */
+
+/* Whether slot i has a thread that runs its dispatch loop (a worker, or a spare on duty). */
+static int in_service(tg_pool *p, int i) {
+    return i < p->n || p->sp.state[i - p->n] == SPARE_DUTY;
+}
+
+/* Stops of every thread (garbage collections: tg_pool_pause_note): odd while one runs. */
+static _Atomic int64_t pause_epoch;
+
+void tg_pool_pause_note(int starting) {
+    (void)starting;
+    /* Relaxed RMW: a count the managers compare between two of their scans (a hint). */
+    atomic_fetch_add_explicit(&pause_epoch, 1, memory_order_relaxed);
+}
+
+/* One scan, under mu: which slots keep a task without progress (the same count of tasks
+ * handed to them as at the previous scan, not idle, not in a declared wait), and of those,
+ * which spent less than half of the wall time since the previous scan on a CPU or ready for
+ * one (busy_ns): they wait. A slot found waiting at two scans in a row is stalled (a short
+ * wait, a lock held for a moment, is not worth a thread); an interval with a stop of every
+ * thread in it (a garbage collection: every thread waits, and a spare would too) judges
+ * nothing. Publishes how many are stalled (sp->stalled). Returns 1 if something changed (a
+ * new candidate, a streak, or the count), so the next scan comes soon. */
+static int scan(tg_pool *p, int64_t now) {
+    tg_spares *sp = &p->sp;
+    int span = tg_sleep_span(&p->sl), stalled = 0, fresh = 0;
+    int64_t dt = now - sp->last_scan;
+    int64_t epoch = atomic_load_explicit(&pause_epoch, memory_order_relaxed); /* a hint */
+    int paused = epoch != sp->last_epoch || (epoch & 1);
+    sp->last_epoch = epoch;
+    for (int i = 0; i < span; i++) {
+        tg_worker *wk = &p->w[i];
+        /* Relaxed: the owner's counter and flags, hints (see tg_worker.idle_now). */
+        int64_t run = atomic_load_explicit(&wk->stats[TG_STAT_RUN], memory_order_relaxed);
+        int64_t prev = sp->last_run[i];
+        sp->last_run[i] = run;
+        if (!in_service(p, i) || atomic_load_explicit(&wk->idle_now, memory_order_relaxed) ||
+            atomic_load_explicit(&wk->blocking, memory_order_relaxed) || run != prev) {
+            sp->last_cpu[i] = -1;
+            sp->streak[i] = 0;
+            continue;
+        }
+        int64_t cpu = busy_ns(wk);
+        if (sp->last_cpu[i] < 0 || cpu < 0) {
+            fresh = 1; /* judged at the next scan */
+        } else if (paused) {
+            stalled += sp->streak[i] >= 2; /* as it was: judged again at the next scan */
+        } else if (dt > 0 && (cpu - sp->last_cpu[i]) * 2 < dt) {
+            fresh |= ++sp->streak[i] == 2;
+            stalled += sp->streak[i] >= 2;
+        } else {
+            fresh |= sp->streak[i] != 0;
+            sp->streak[i] = 0;
+        }
+        sp->last_cpu[i] = cpu;
+    }
+    sp->last_scan = now;
+    int before = atomic_load_explicit(&sp->stalled, memory_order_relaxed); /* our own store */
+    /* Relaxed: a hint for wanted() (see there). */
+    atomic_store_explicit(&sp->stalled, stalled, memory_order_relaxed);
+    if (stalled) sp->stalls++;
+    return fresh || stalled != before;
+}
+
+/* Under mu: puts spares on duty while fewer are on duty than wanted. An idle spare thread is woken; a free slot is returned for the
+ * caller to start its thread (counted on duty already); -1 when nothing (more) is to do. */
+static int activate(tg_pool *p, int64_t now) {
+    tg_spares *sp = &p->sp;
+    for (;;) {
+        int on = atomic_load_explicit(&sp->on, memory_order_relaxed); /* under mu */
+        int want = wanted(sp);
+        /* Not only when work is queued: a waiting task may hold work that it hands out only
+         * to an idle worker (tg.map's ranges split when one is idle). */
+        if (on >= want || is_shutdown(p)) return -1;
+        int idle = -1, free_slot = -1;
+        for (int k = 0; k < sp->limit && idle < 0; k++) {
+            if (sp->state[k] == SPARE_IDLE) idle = k;
+            else if (sp->state[k] == SPARE_FREE && free_slot < 0) free_slot = k;
+        }
+        int k = idle >= 0 ? idle : free_slot;
+        if (k < 0) return -1; /* every spare slot has a thread on duty */
+        if (idle < 0 && now < sp->backoff_until) return -1; /* the OS refused one a moment ago */
+        /* The slot is in the span before its thread is told (tg_sleep_enter_slot). */
+        tg_sleep_widen(&p->sl, p->n + k + 1);
+        sp->state[k] = SPARE_DUTY;
+        atomic_store_explicit(&sp->on, on + 1, memory_order_relaxed); /* under mu */
+        sp->activations++;
+        if (idle >= 0) {
+            pthread_cond_signal(&sp->scv[k]);
+            continue;
+        }
+        sp->threads++;
+        sp->started++;
+        if (sp->threads > sp->peak) sp->peak = sp->threads;
+        return p->n + k;
+    }
+}
+
+/* Under mu: whether every slot in service is idle and no task declared a wait, after
+ * announcing the manager's sleep: seq_cst store of `parked`, then seq_cst loads of each
+ * idle_now and of `blocked`: pairs with note_busy's store then load, and with block_begin's
+ * RMW then kick (Dekker: either we see the worker busy, or it sees us parked and kicks). */
+static int may_park(tg_pool *p) {
+    tg_spares *sp = &p->sp;
+    atomic_store_explicit(&sp->parked, 1, memory_order_seq_cst);
+    int quiet = atomic_load_explicit(&sp->blocked, memory_order_seq_cst) == 0;
+    for (int i = 0, span = tg_sleep_span(&p->sl); quiet && i < span; i++)
+        if (in_service(p, i) && !atomic_load_explicit(&p->w[i].idle_now, memory_order_seq_cst)) quiet = 0;
+    if (!quiet) atomic_store_explicit(&sp->parked, 0, memory_order_relaxed); /* under mu */
+    return quiet;
+}
+
+int tg_pool_manage(tg_pool *p) {
+    tg_spares *sp = &p->sp;
+    int64_t period = SCAN_MIN_NS;
+    pthread_mutex_lock(&sp->mu);
+    for (;;) {
+        if (is_shutdown(p)) break;
+        int64_t now = tg_now_ns();
+        int slot = activate(p, now);
+        if (slot >= 0) {
+            pthread_mutex_unlock(&sp->mu);
+            return slot;
+        }
+        sp->kicked = 0;
+        if (may_park(p)) {
+            /* Relaxed under mu: kick and wake_all clear it under mu, then signal. */
+            while (atomic_load_explicit(&sp->parked, memory_order_relaxed) && !sp->kicked && !is_shutdown(p))
+                pthread_cond_wait(&sp->cv, &sp->mu);
+            atomic_store_explicit(&sp->parked, 0, memory_order_relaxed);
+            period = SCAN_MIN_NS;
+            sp->last_scan = tg_now_ns(); /* the first scan after a sleep judges nothing */
+            for (int i = 0; i < p->nslots; i++) {
+                sp->last_cpu[i] = -1;
+                sp->streak[i] = 0;
+            }
+            continue;
+        }
+        struct timespec until;
+        timespec_at(&until, sp->last_scan + period);
+        while (!sp->kicked && !is_shutdown(p) && tg_now_ns() < sp->last_scan + period)
+            pthread_cond_timedwait(&sp->cv, &sp->mu, &until);
+        now = tg_now_ns();
+        if (now >= sp->last_scan + period) {
+            int changed = sp->detect ? scan(p, now) : 0;
+            sp->last_scan = now;
+            period = changed ? SCAN_MIN_NS : period * 2 > SCAN_MAX_NS ? SCAN_MAX_NS : period * 2;
+        }
+    }
+    pthread_mutex_unlock(&sp->mu);
+    return -1;
+}

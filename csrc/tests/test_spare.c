@@ -1,0 +1,353 @@
+#define _DEFAULT_SOURCE
+/* Spare workers and their manager (csrc/spare.c; docs/design/sleep.md, "Spare workers"), with
+ * pthreads as workers, spares and manager:
+ * - every worker waits, undeclared, on something only a queued task can release: the manager
+ *   finds the waits and a spare runs that task (no deadlock);
+ * - declared waits: many tasks wait at once, spares run them; the spare threads never exceed
+ *   the bound, and retire once idle;
+ * - at the bound, tasks queue (they all finish);
+ * - a spare thread the "OS refuses" (tg_pool_spare_failed) leaves the work queued, counted;
+ * - shutdown ends the manager and every spare thread, idle or on duty.
+ * Run plain and under ThreadSanitizer / AddressSanitizer by the Makefile, under alarm(). */
+#include "../graph.h"
+#include "../pool.h"
+#include "../sleep.h"
+#include "check.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct job job;
+typedef void (*job_fn)(tg_pool *p, int w, job *j);
+struct job {
+    tg_task t; /* first member: a job pointer is a task pointer */
+    job_fn fn;
+    int ms;    /* how long a waiting job waits */
+};
+
+static _Atomic int gate;        /* the undeclared waits wait for this */
+static _Atomic int done_jobs;
+static _Atomic int refuse_next; /* the manager's thread "fails to start" the next spare */
+static int64_t idle_ns = 50000000; /* spares retire after 50 ms off duty */
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits (undeclared: the manager must find it) until the gate opens. */
+static void wait_gate(tg_pool *p, int w, job *j) {
+    (void)p; (void)w; (void)j;
+    /* Acquire: pairs with open_gate's release. */
+    while (!atomic_load_explicit(&gate, memory_order_acquire)) sleep_ms(1);
+}
+static void open_gate(tg_pool *p, int w, job *j) {
+    (void)p; (void)w; (void)j;
+    atomic_store_explicit(&gate, 1, memory_order_release); /* see wait_gate */
+}
+/* A declared wait of j->ms milliseconds. */
+static void declared_wait(tg_pool *p, int w, job *j) {
+    tg_pool_block_begin(p, w);
+    sleep_ms(j->ms);
+    tg_pool_block_end(p, w);
+}
+
+static void run_job(tg_pool *p, int w, tg_find r, tg_task *t) {
+    job *j = (job *)t;
+    if (r == TG_FIND_RUN) j->fn(p, w, j);
+    tg_task *refused = NULL;
+    tg_pool_finish(p, w, t, r == TG_FIND_RUN ? TG_DONE : TG_CANCELLED, &refused);
+    CHECK(refused == NULL, "a live pool refused a successor");
+    /* Release: pairs with wait_done's acquire (the job's memory may be freed after it). */
+    atomic_fetch_add_explicit(&done_jobs, 1, memory_order_release);
+}
+
+typedef struct {
+    tg_pool *p;
+    int w;
+} slot_arg;
+
+static void *worker_main(void *arg) {
+    slot_arg *a = arg;
+    tg_pool_attach(a->p, a->w);
+    tg_task *t;
+    for (;;) {
+        tg_find r = tg_pool_find(a->p, a->w, NULL, TG_LOOK_STEAL, NULL, &t);
+        if (r == TG_FIND_SHUTDOWN) break;
+        CHECK(r == TG_FIND_RUN || r == TG_FIND_SKIP, "worker find got %d", r);
+        run_job(a->p, a->w, r, t);
+    }
+    tg_pool_detach(a->p, a->w);
+    return NULL;
+}
+
+static _Atomic int spare_threads_alive;
+
+static void *spare_main(void *arg) {
+    slot_arg *a = arg;
+    tg_pool_attach(a->p, a->w);
+    tg_pool_spare_begin(a->p, a->w);
+    tg_task *t;
+    for (;;) {
+        tg_find r = tg_pool_find(a->p, a->w, NULL, TG_LOOK_STEAL, NULL, &t);
+        if (r == TG_FIND_RUN || r == TG_FIND_SKIP) {
+            run_job(a->p, a->w, r, t);
+            continue;
+        }
+        CHECK(r == TG_FIND_LEAVE || r == TG_FIND_SHUTDOWN, "spare find got %d", r);
+        if (!tg_pool_spare_wait(a->p, a->w, idle_ns)) break;
+    }
+    tg_pool_detach(a->p, a->w);
+    atomic_fetch_sub(&spare_threads_alive, 1);
+    free(a);
+    return NULL;
+}
+
+/* The manager's thread: starts the spare threads it is asked for (detached). */
+static void *manager_main(void *arg) {
+    tg_pool *p = arg;
+    for (int slot; (slot = tg_pool_manage(p)) >= 0;) {
+        if (atomic_exchange(&refuse_next, 0)) { /* as if pthread_create had failed */
+            tg_pool_spare_failed(p, slot);
+            continue;
+        }
+        slot_arg *a = malloc(sizeof *a);
+        CHECK(a, "malloc");
+        *a = (slot_arg){p, slot};
+        atomic_fetch_add(&spare_threads_alive, 1);
+        pthread_t tid;
+        CHECK(pthread_create(&tid, NULL, spare_main, a) == 0, "pthread_create");
+        pthread_detach(tid);
+    }
+    return NULL;
+}
+
+typedef struct {
+    tg_pool *p;
+    int nw;
+    pthread_t wt[8], mt;
+    slot_arg wa[8];
+    tg_run run;
+} setup;
+
+static void start(setup *s, int nw, int spares) {
+    memset(s, 0, sizeof *s);
+    s->p = tg_pool_new_spares(nw, spares);
+    CHECK(s->p, "tg_pool_new_spares");
+    s->nw = nw;
+    for (int w = 0; w < nw; w++) {
+        s->wa[w] = (slot_arg){s->p, w};
+        pthread_create(&s->wt[w], NULL, worker_main, &s->wa[w]);
+    }
+    pthread_create(&s->mt, NULL, manager_main, s->p);
+    s->run.pool = s->p;
+    atomic_store(&done_jobs, 0);
+}
+
+static void stop(setup *s) {
+    tg_pool_shutdown(s->p);
+    for (int w = 0; w < s->nw; w++) pthread_join(s->wt[w], NULL);
+    pthread_join(s->mt, NULL);
+    for (int i = 0; i < 5000 && atomic_load(&spare_threads_alive) > 0; i++) sleep_ms(1);
+    CHECK(atomic_load(&spare_threads_alive) == 0, "%d spare threads still alive after shutdown",
+          atomic_load(&spare_threads_alive));
+    tg_spare_stats st;
+    tg_pool_spare_stats(s->p, &st);
+    CHECK(st.threads == 0 && st.on_duty == 0, "after shutdown: %lld threads, %lld on duty",
+          (long long)st.threads, (long long)st.on_duty);
+    tg_task *t;
+    CHECK(!tg_pool_drain(s->p, &t), "work left after shutdown");
+    tg_pool_free(s->p);
+}
+
+static job *make_jobs(setup *s, int n, job_fn fn, int ms) {
+    job *jobs = calloc((size_t)n, sizeof(job));
+    CHECK(jobs, "calloc");
+    for (int i = 0; i < n; i++) {
+        jobs[i].fn = fn;
+        jobs[i].ms = ms;
+        CHECK(tg_task_claim(&jobs[i].t, &s->run) == 1, "claim");
+    }
+    return jobs;
+}
+
+static void inject(setup *s, job *jobs, int from, int to) {
+    for (int i = from; i < to; i++)
+        CHECK(tg_pool_release_external(s->p, &jobs[i].t) == TG_PUSH_QUEUED, "queue");
+}
+
+static void wait_done(int n, int seconds) {
+    for (int i = 0; i < seconds * 1000 && atomic_load_explicit(&done_jobs, memory_order_acquire) < n; i++)
+        sleep_ms(1);
+    CHECK(atomic_load(&done_jobs) == n, "%d of %d jobs done", atomic_load(&done_jobs), n);
+}
+
+static void test_undeclared_waits_do_not_deadlock(void) {
+    /* Both workers take a job that waits for the gate; only the third, queued behind them,
+     * opens it. Without the manager this never finishes. */
+    setup s;
+    start(&s, 2, 4);
+    atomic_store(&gate, 0);
+    job *jobs = make_jobs(&s, 3, wait_gate, 0);
+    jobs[2].fn = open_gate;
+    inject(&s, jobs, 0, 2);
+    for (int i = 0; i < 5000 && tg_pool_queued(s.p) > 0; i++) sleep_ms(1); /* both taken */
+    sleep_ms(5);
+    inject(&s, jobs, 2, 3);
+    wait_done(3, 60);
+    tg_spare_stats st;
+    tg_pool_spare_stats(s.p, &st);
+    CHECK(st.stalls > 0 && st.started >= 1, "found %lld stalls, started %lld spares",
+          (long long)st.stalls, (long long)st.started);
+    stop(&s);
+    free(jobs);
+    printf("ok undeclared waits: the manager's spare ran the releasing task (%lld spares started)\n",
+           (long long)st.started);
+}
+
+static void test_declared_waits_bounded_and_retire(void) {
+    /* 64 declared waits of 20 ms on 2 workers with 8 spares: run 8+2 at a time; never more
+     * than 8 spare threads; they retire once idle. */
+    enum { N = 64, LIMIT = 8 };
+    setup s;
+    start(&s, 2, LIMIT);
+    job *jobs = make_jobs(&s, N, declared_wait, 20);
+    inject(&s, jobs, 0, N);
+    int64_t peak_alive = 0;
+    for (int i = 0; i < 60000 && atomic_load(&done_jobs) < N; i++) {
+        int alive = atomic_load(&spare_threads_alive);
+        if (alive > peak_alive) peak_alive = alive;
+        sleep_ms(1);
+    }
+    wait_done(N, 60);
+    tg_spare_stats st;
+    tg_pool_spare_stats(s.p, &st);
+    CHECK(st.peak <= LIMIT && peak_alive <= LIMIT, "peak %lld spare threads (seen %lld), bound %d",
+          (long long)st.peak, (long long)peak_alive, LIMIT);
+    CHECK(st.started >= 1 && st.activations >= st.started, "started %lld, activations %lld",
+          (long long)st.started, (long long)st.activations);
+    /* Retirement: off duty (after SPARE_RECHECK_NS at most) and idle for idle_ns. */
+    for (int i = 0; i < 10000 && atomic_load(&spare_threads_alive) > 0; i++) sleep_ms(1);
+    tg_pool_spare_stats(s.p, &st);
+    CHECK(atomic_load(&spare_threads_alive) == 0 && st.threads == 0 && st.retired == st.started,
+          "%d spare threads alive, %lld counted, %lld retired of %lld", atomic_load(&spare_threads_alive),
+          (long long)st.threads, (long long)st.retired, (long long)st.started);
+    /* Again: spares come back (new threads) and leave again. */
+    atomic_store(&done_jobs, 0);
+    job *more = make_jobs(&s, 16, declared_wait, 10);
+    inject(&s, more, 0, 16);
+    wait_done(16, 60);
+    stop(&s);
+    free(jobs);
+    free(more);
+    printf("ok declared waits: %d jobs, peak %lld spare threads of %d, all retired\n", N,
+           (long long)st.peak, LIMIT);
+}
+
+static void test_refused_thread_degrades_to_queueing(void) {
+    /* The first spare's thread is refused: the work waits for a worker (or a later spare),
+     * nothing is lost, the failure is counted. */
+    setup s;
+    atomic_store(&refuse_next, 1);
+    start(&s, 2, 2);
+    job *jobs = make_jobs(&s, 8, declared_wait, 5);
+    inject(&s, jobs, 0, 8);
+    wait_done(8, 60);
+    tg_spare_stats st;
+    tg_pool_spare_stats(s.p, &st);
+    CHECK(st.failed == 1, "failed %lld", (long long)st.failed);
+    stop(&s);
+    free(jobs);
+    printf("ok a refused spare thread: the work queued and finished, failure counted\n");
+}
+
+static void test_shutdown_with_spares_on_duty(void) {
+    /* Shutdown while spares are on duty and waiting: every thread ends. */
+    setup s;
+    start(&s, 2, 4);
+    job *jobs = make_jobs(&s, 12, declared_wait, 30);
+    inject(&s, jobs, 0, 12);
+    sleep_ms(40);
+    tg_pool_shutdown(s.p);
+    for (int w = 0; w < s.nw; w++) pthread_join(s.wt[w], NULL);
+    pthread_join(s.mt, NULL);
+    for (int i = 0; i < 5000 && atomic_load(&spare_threads_alive) > 0; i++) sleep_ms(1);
+    CHECK(atomic_load(&spare_threads_alive) == 0, "spares alive after shutdown");
+    tg_task *t;
+    while (tg_pool_drain(s.p, &t)) run_job(s.p, 0, TG_FIND_SKIP, t);
+    CHECK(atomic_load(&done_jobs) == 12, "%d of 12 finished or drained", atomic_load(&done_jobs));
+    tg_pool_free(s.p);
+    free(jobs);
+    printf("ok shutdown ends the manager and the spares\n");
+}
+
+static void noop(tg_pool *p, int w, job *j) {
+    (void)p; (void)w; (void)j;
+}
+
+static void test_a_woken_spare_that_leaves_passes_the_wakeup_on(void) {
+    /* Spares on duty park as sleepers; once the waits are over they leave duty at their next
+     * look. A task injected then may wake a parked spare, which must not leave with the
+     * wake-up: both workers sleep meanwhile, and nobody else would take the task. */
+    setup s;
+    start(&s, 2, 4);
+    int rounds = sanitized() ? 30 : 150;
+    unsigned seed = 12345;
+    for (int r = 0; r < rounds; r++) {
+        atomic_store(&done_jobs, 0);
+        job *waits = make_jobs(&s, 6, declared_wait, 1);
+        inject(&s, waits, 0, 6);
+        wait_done(6, 60);
+        seed = seed * 1103515245u + 12345u;
+        struct timespec ts = {0, (long)(seed >> 8) % 25000000L}; /* 0-25 ms: before or after
+                                                                  * the spares' re-check */
+        nanosleep(&ts, NULL);
+        job *one = make_jobs(&s, 1, noop, 0);
+        inject(&s, one, 0, 1);
+        wait_done(7, 30); /* a lost wake-up leaves it queued for ever: the alarm fails the run */
+        free(waits);
+        free(one);
+    }
+    stop(&s);
+    printf("ok a spare woken for new work that leaves duty passes the wake-up on (%d rounds)\n", rounds);
+}
+
+static void test_idle_manager_sleeps(void) {
+    /* With nothing running the manager sleeps without a timeout: no scans while idle. */
+    setup s;
+    start(&s, 2, 2);
+    sleep_ms(100);
+    tg_spare_stats a, b;
+    tg_pool_spare_stats(s.p, &a);
+    sleep_ms(200);
+    tg_pool_spare_stats(s.p, &b);
+    CHECK(b.stalls == a.stalls && b.started == 0, "idle pool: the manager acted");
+    /* It wakes for work: an undeclared wait is found. */
+    atomic_store(&gate, 0);
+    job *jobs = make_jobs(&s, 3, wait_gate, 0);
+    jobs[2].fn = open_gate;
+    inject(&s, jobs, 0, 2);
+    for (int i = 0; i < 5000 && tg_pool_queued(s.p) > 0; i++) sleep_ms(1);
+    sleep_ms(5);
+    inject(&s, jobs, 2, 3);
+    wait_done(3, 60);
+    stop(&s);
+    free(jobs);
+    printf("ok the idle manager sleeps, and wakes for work\n");
+}
+
+int main(void) {
+    tg_test_watchdog(sanitized() ? 600 : 240);
+    test_undeclared_waits_do_not_deadlock();
+    test_declared_waits_bounded_and_retire();
+    test_refused_thread_degrades_to_queueing();
+    test_shutdown_with_spares_on_duty();
+    test_idle_manager_sleeps();
+    test_a_woken_spare_that_leaves_passes_the_wakeup_on();
+    printf("spare: 6 passed, 0 failed\n");
+    return 0;
+}
