@@ -12,9 +12,9 @@
 #define _GNU_SOURCE
 #include "sparestate.h"
 #include "pool.h"
+#include "schedstat.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,18 +260,10 @@ static int64_t busy_ns(tg_worker *wk) {
     /* Acquire: pairs with the release store in tg_pool_attach (tid, cpu_clock). */
     if (!atomic_load_explicit(&wk->has_clock, memory_order_acquire)) return -1;
     if (wk->tid > 0) {
-        char path[64], buf[96];
+        char path[64];
+        int64_t on_cpu, queued;
         snprintf(path, sizeof path, "/proc/self/task/%lld/schedstat", (long long)wk->tid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ssize_t k = read(fd, buf, sizeof buf - 1);
-            close(fd);
-            long long on_cpu, queued;
-            if (k > 0) {
-                buf[k] = 0;
-                if (sscanf(buf, "%lld %lld", &on_cpu, &queued) == 2) return (int64_t)(on_cpu + queued);
-            }
-        }
+        if (tg_schedstat_read(path, &on_cpu, &queued)) return on_cpu + queued;
     }
     struct timespec ts;
     if (clock_gettime(wk->cpu_clock, &ts) != 0) return -1;

@@ -8,11 +8,9 @@
  * an idle worker uses almost none). So it is within a millisecond of the truth, never below.
  * A shorter task, or one that ran others nested in its joins, is not measured. */
 #include "cputime.h"
+#include "../schedstat.h"
 
-#include <fcntl.h>
-#include <stdio.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Set at a trace's start; until then no task is long enough. Written under the trace lock
  * before any recorder is attached, read by the workers after they see one (its release). */
@@ -40,18 +38,8 @@ void tg_cpu_reads_decide(void) {
 static int64_t thread_cpu_ns(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
-    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[96];
-        ssize_t k = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        long long on_cpu, queued;
-        if (k > 0) {
-            buf[k] = 0;
-            if (sscanf(buf, "%lld %lld", &on_cpu, &queued) == 2 && queued >= 0) ns += (int64_t)queued;
-        }
-    }
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, on_cpu, queued;
+    if (tg_schedstat_read("/proc/thread-self/schedstat", &on_cpu, &queued)) ns += queued;
     return ns;
 }
 

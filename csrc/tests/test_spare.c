@@ -7,10 +7,13 @@
  *   the bound, and retire once idle;
  * - at the bound, tasks queue (they all finish);
  * - a spare thread the "OS refuses" (tg_pool_spare_failed) leaves the work queued, counted;
- * - shutdown ends the manager and every spare thread, idle or on duty.
+ * - shutdown ends the manager and every spare thread, idle or on duty;
+ * - the scheduler statistics the manager reads (schedstat.h): a thread that spins has CPU
+ *   time; a missing file reads as not there.
  * Run plain and under ThreadSanitizer / AddressSanitizer by the Makefile, under alarm(). */
 #include "../graph.h"
 #include "../pool.h"
+#include "../schedstat.h"
 #include "../sleep.h"
 #include "check.h"
 
@@ -340,6 +343,24 @@ static void test_idle_manager_sleeps(void) {
     printf("ok the idle manager sleeps, and wakes for work\n");
 }
 
+static void test_schedstat_reads_a_threads_times(void) {
+    int64_t on_cpu = -1, queued = -1;
+    if (!tg_schedstat_read("/proc/thread-self/schedstat", &on_cpu, &queued)) {
+        printf("  schedstat: not available on this kernel (the manager uses the CPU clock)\n");
+    } else {
+        volatile uint64_t x = 0; /* spin a few ms: the CPU time grows */
+        int64_t c0 = on_cpu, c1 = on_cpu, q1;
+        for (int round = 0; round < 200 && c1 == c0; round++) {
+            for (int i = 0; i < 1000000; i++) x += (uint64_t)i;
+            CHECK(tg_schedstat_read("/proc/thread-self/schedstat", &c1, &q1), "read again");
+        }
+        CHECK(on_cpu >= 0 && queued >= 0 && c1 > c0, "cpu %lld -> %lld", (long long)c0, (long long)c1);
+    }
+    int64_t a = 7, b = 7;
+    CHECK(!tg_schedstat_read("/proc/self/task/0/schedstat", &a, &b) && a == 7 && b == 7, "no file");
+    printf("ok schedstat reads a thread's CPU and run-queue times, and a missing file as none\n");
+}
+
 int main(void) {
     tg_test_watchdog(sanitized() ? 600 : 240);
     test_undeclared_waits_do_not_deadlock();
@@ -347,6 +368,7 @@ int main(void) {
     test_refused_thread_degrades_to_queueing();
     test_shutdown_with_spares_on_duty();
     test_idle_manager_sleeps();
+    test_schedstat_reads_a_threads_times();
     test_a_woken_spare_that_leaves_passes_the_wakeup_on();
     printf("spare: 6 passed, 0 failed\n");
     return 0;
