@@ -46,7 +46,7 @@ def state(d):
 
 
 def progress(st):
-    return {st["names"][r[0]]: dict(zip(("done", "running", "failed", "cancelled"), r[1:]))
+    return {st["names"][r[0]]: dict(zip(("done", "running", "failed", "cancelled", "waiting"), r[1:]))
             for r in st["progress"]}
 
 
@@ -121,7 +121,88 @@ def test_running_tasks_and_idle_workers_show():
         assert state(d)["lanes"][idle[0]["worker"]]["idle"]
         release.set()
         fut.join()
-        assert progress(state(d))["waits"] == {"done": 1, "running": 0, "failed": 0, "cancelled": 0}
+        assert progress(state(d))["waits"] == {"done": 1, "running": 0, "failed": 0, "cancelled": 0,
+                                               "waiting": 0}
+
+
+def wait_for(d, check, timeout=60):
+    """The first state for which check(state) holds (polled), or the last one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = state(d)
+        if check(st) or time.monotonic() > deadline:
+            return st
+        time.sleep(0.01)
+
+
+def test_tasks_submitted_and_not_started_show_as_waiting_per_function():
+    """Waiting: spawned children behind a busy worker, a lazy node whose dependency runs,
+    lazy nodes queued from outside, calls submitted to an Executor; 0 once all ran."""
+    release = threading.Event()
+
+    @tg.task
+    def leaf(i):
+        return i
+
+    @tg.task
+    def spawner(k):
+        kids = [leaf(i) for i in range(k)]  # onto this worker's deque; it is the only one
+        release.wait(60)
+        return sum(kid.result() for kid in kids)
+
+    with tg.Scheduler(1, spares=0) as s, dashboard(s) as d:
+        sp = spawner(7)
+        graph = [sp, after(sp)] + [after(i) for i in range(5)]
+        t = threading.Thread(target=s.compute, args=(graph,))
+        t.start()
+        st = wait_for(d, lambda st: progress(st).get("spawner", {}).get("running") == 1 and
+                      progress(st).get("leaf", {}).get("waiting") == 7)
+        p = progress(st)
+        assert p["spawner"] == {"done": 0, "running": 1, "failed": 0, "cancelled": 0, "waiting": 0}
+        assert p["leaf"]["waiting"] == 7 and p["leaf"]["done"] == 0
+        # after(sp) waits for its dependency; of the other five, those not run before spawner
+        assert p["after"]["waiting"] >= 1 and p["after"]["done"] + p["after"]["waiting"] == 6
+        release.set()
+        t.join(60)
+        p = progress(wait_for(d, lambda st: progress(st)["after"]["done"] == 6))
+        assert {k: (v["done"], v["waiting"]) for k, v in p.items()} == {
+            "spawner": (1, 0), "leaf": (7, 0), "after": (6, 0)}
+
+    gate = threading.Event()
+
+    def call(x):
+        gate.wait(60)
+        return x
+
+    with tg.Executor(1) as ex, dashboard(ex.scheduler) as d:
+        futs = [ex.submit(call, i) for i in range(4)]
+        st = wait_for(d, lambda st: progress(st).get("call", {}).get("running") == 1)
+        assert progress(st)["call"]["waiting"] == 3
+        gate.set()
+        assert [f.result() for f in futs] == [0, 1, 2, 3]
+        p = progress(wait_for(d, lambda st: progress(st)["call"]["done"] == 4))
+        assert p["call"]["waiting"] == 0
+
+
+@pytest.mark.thread_unsafe(reason="results held is a count of the whole process")
+def test_results_held_count_the_results_still_held():
+    @tg.task
+    def part(i):
+        return [i] * 10
+
+    with tg.Scheduler(2) as s, dashboard(s) as d:
+        base = state(d)["held"]
+        nodes = [part(i) for i in range(300)]
+        s.compute(nodes)
+        # exact once the workers are idle (each adds what it counted when it goes idle)
+        assert wait_for(d, lambda st: st["held"] == base + 300)["held"] == base + 300
+        del nodes  # their results go with them
+        assert wait_for(d, lambda st: st["held"] == base)["held"] == base
+        root = fib(16, 4)
+        s.compute(root)  # fork-join: the children are let go once their parent returned
+        assert wait_for(d, lambda st: st["held"] == base + 1)["held"] == base + 1
+        del root
+        assert wait_for(d, lambda st: st["held"] == base)["held"] == base
 
 
 def test_long_tasks_are_listed_with_their_times_and_short_ones_summed():
@@ -171,6 +252,7 @@ def test_everything_that_runs_on_the_pool_shows(tmp_path):
         lanes = {l["name"] for l in d.snapshot()["lanes"]}
     assert p["fib"]["done"] == fib_calls(12, 4)
     assert p["inc"]["done"] == 30
+    assert all(v["waiting"] == 0 for v in p.values()), p  # every submitted task was counted run
     assert sum(v["done"] for k, v in p.items() if "square" in k) >= 3  # blocks of tg.map, ex
     assert {f"s{s.number}.w0", f"s{s.number}.w1"} <= lanes and len(lanes) >= 4
 

@@ -107,6 +107,7 @@ static PyObject *engine_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         W->index = i;
         W->max_help_depth = depth;
     }
+    e->reg.watch0 = e->workers[0].watch;
     tg_pool_set_idle_hooks(e->pool, tg_idle_begin, tg_idle_end);
     add_live(e);
     return (PyObject *)e;

@@ -27,7 +27,7 @@ typedef struct {
     int64_t *dropped0;    /* per worker: its ring's drop count when attached */
     int64_t *dropped_seen; /* per worker: its drop count at the last drain */
     int64_t *last_end;    /* per worker: the end (us) of the last record drained */
-    int64_t *counts0;     /* [3 * name + k]: the workers' counts summed when attached */
+    int64_t *counts0;     /* [TG_FEED_KINDS * name + k]: the counts summed when attached */
     tg_live_rec *buf;
     bucket *bk;           /* n * BUCKETS */
 } LiveFeedObject;
@@ -65,7 +65,7 @@ static PyObject *feed_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     self->dropped0 = PyMem_RawCalloc((size_t)self->n, sizeof(int64_t));
     self->dropped_seen = PyMem_RawCalloc((size_t)self->n, sizeof(int64_t));
     self->last_end = PyMem_RawCalloc((size_t)self->n, sizeof(int64_t));
-    self->counts0 = PyMem_RawCalloc(3 * (size_t)TG_FEED_NAMES, sizeof(int64_t));
+    self->counts0 = PyMem_RawCalloc(TG_FEED_KINDS * (size_t)TG_FEED_NAMES, sizeof(int64_t));
     if (!self->f || !self->buf || !self->bk || !self->dropped0 || !self->counts0 ||
         !self->dropped_seen || !self->last_end) {
         Py_DECREF(self);
@@ -85,13 +85,16 @@ static PyObject *feed_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         for (int i = 0; i < self->n; i++) {
             tg_live_skip(self->f[i]->live); /* what an earlier feed left is not ours */
             self->dropped0[i] = self->dropped_seen[i] = tg_live_dropped(self->f[i]->live);
-            for (int k = 0; k < 3 * TG_FEED_NAMES; k++)
+            for (int k = 0; k < TG_FEED_KINDS * TG_FEED_NAMES; k++)
                 /* Relaxed: a count (livefeed.h); one that moves meanwhile is counted after. */
                 self->counts0[k] += atomic_load_explicit(&self->f[i]->counts[k], memory_order_relaxed);
             /* Release: pairs with the workers' acquire loads (tg_rec_begin, the idle hooks):
              * the feed's memory is initialised before they see it. */
             atomic_store_explicit(&tg_observer_watch(e->obs, i)->feed, self->f[i], memory_order_release);
         }
+        for (int k = 0; k < TG_FEED_NAMES; k++) /* Relaxed: as above. */
+            self->counts0[TG_FEED_KINDS * k + TG_FEED_SUBMITTED] +=
+                atomic_load_explicit(&self->f[0]->names->outside[k], memory_order_relaxed);
         self->attached = 1;
     }
     pthread_mutex_unlock(&attach_mu);
@@ -220,14 +223,19 @@ static PyObject *feed_drain(LiveFeedObject *self, PyObject *args) {
         int32_t names = tg_feednames_count(self->f[0]->names);
         counts = PyList_New(names);
         for (int32_t i = 0; counts && i < names; i++) {
-            long long c[3] = {0, 0, 0};
-            for (int k = 0; k < 3; k++) {
+            long long c[TG_FEED_KINDS] = {0};
+            /* Relaxed: counts (livefeed.h). Submitted is read last: a task read as finished
+             * was submitted before, so it is in the submitted read after (waiting, their
+             * difference, is at worst too large for a moment, never below its value). */
+            for (int k = 0; k < TG_FEED_KINDS; k++) {
                 for (int w = 0; w < self->n; w++)
-                    /* Relaxed: a count (livefeed.h). */
-                    c[k] += atomic_load_explicit(&self->f[w]->counts[3 * (size_t)i + k], memory_order_relaxed);
-                c[k] -= self->counts0[3 * (size_t)i + k];
+                    c[k] += atomic_load_explicit(&self->f[w]->counts[TG_FEED_KINDS * (size_t)i + k],
+                                                 memory_order_relaxed);
+                if (k == TG_FEED_SUBMITTED)
+                    c[k] += atomic_load_explicit(&self->f[0]->names->outside[i], memory_order_relaxed);
+                c[k] -= self->counts0[TG_FEED_KINDS * (size_t)i + k];
             }
-            PyObject *t = Py_BuildValue("(LLL)", c[0], c[1], c[2]);
+            PyObject *t = Py_BuildValue("(LLLL)", c[0], c[1], c[2], c[3]);
             if (!t) Py_CLEAR(counts);
             else PyList_SET_ITEM(counts, i, t);
         }
@@ -304,8 +312,8 @@ static PyMethodDef feed_methods[] = {
      "name, state, stolen, depth) of the tasks (name -1: idle inside a join; -2: records "
      "dropped there by a full ring) at least "
      "bucket_us long, at most max_items; buckets: (worker, bucket, count, busy_us, name, "
-     "stolen, failed) summing the others per bucket_us; counts: (done, failed, cancelled) per "
-     "name index since attached, counted by the workers (never dropped); taken: records read. "
+     "stolen, failed) summing the others per bucket_us; counts: (done, failed, cancelled, "
+     "submitted) per name index since attached (never dropped); taken: records read. "
      "Times in µs since tick0."},
     {"sample", (PyCFunction)feed_sample, METH_VARARGS,
      "sample(tick0, us_per_tick) -> (workers, now_us): per worker (idle_us, idle_now, queued, "
@@ -315,8 +323,17 @@ static PyMethodDef feed_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *feed_get_held(LiveFeedObject *self, void *c) {
+    (void)self;
+    (void)c;
+    return PyLong_FromLongLong(tg_feed_held());
+}
+
 static PyGetSetDef feed_getset[] = {
     {"attached", (getter)feed_get_attached, NULL, "Whether the workers write to it.", NULL},
+    {"held", (getter)feed_get_held, NULL,
+     "Results held, process-wide: nodes whose task finished done on a worker with a feed "
+     "attached and that still hold their result (livefeed.h).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -28,6 +28,9 @@ int tg_spawn(Runner *W, NodeObject *n) {
     } else {
         r = tg_pool_spawn_fresh(W->pool, W->index, &n->t, prun); /* made just now: ours alone */
     }
+    /* Acquire: pairs with the release store that attaches a feed (csrc/py/feed.c). */
+    tg_feedw *feed = atomic_load_explicit(&W->watch->feed, memory_order_acquire);
+    if (feed && r == TG_PUSH_QUEUED) tg_feed_submitted(feed, n); /* n is held by its parent */
     if (r != TG_PUSH_QUEUED) {
         if (r != TG_PUSH_NOMEM) Py_FatalError("taskgraph: a new node was claimed twice"); /* invariant */
         /* Claimed and ready but not queued: it fails with MemoryError; nothing waits forever. */

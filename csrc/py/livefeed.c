@@ -10,13 +10,15 @@ tg_feednames *tg_feednames_new(void) {
         t->names = PyMem_RawCalloc((size_t)t->cap, sizeof(PyObject *));
         t->keys = PyMem_RawCalloc((size_t)t->kcap, sizeof(PyObject *));
         t->vals = PyMem_RawCalloc((size_t)t->kcap, sizeof(int32_t));
+        t->outside = calloc(TG_FEED_NAMES, sizeof(int64_t)); /* zeroed pages, touched per name */
     }
-    if (!t || !other || !t->names || !t->keys || !t->vals) {
+    if (!t || !other || !t->names || !t->keys || !t->vals || !t->outside) {
         Py_XDECREF(other);
         if (t) {
             PyMem_RawFree(t->names);
             PyMem_RawFree(t->keys);
             PyMem_RawFree(t->vals);
+            free((void *)t->outside);
         }
         PyMem_RawFree(t);
         if (!PyErr_Occurred()) PyErr_NoMemory();
@@ -33,6 +35,7 @@ void tg_feednames_free(tg_feednames *t) {
     PyMem_RawFree(t->names);
     PyMem_RawFree(t->keys);
     PyMem_RawFree(t->vals);
+    free((void *)t->outside);
     pthread_mutex_destroy(&t->mu);
     PyMem_RawFree(t);
 }
@@ -55,8 +58,8 @@ int32_t tg_feednames_copy(tg_feednames *t, int32_t first, PyObject **out, int32_
 tg_feedw *tg_feedw_new(tg_feednames *names) {
     tg_feedw *f = PyMem_RawCalloc(1, sizeof *f);
     tg_live *L = f ? tg_live_new() : NULL;
-    /* calloc: zeroed pages, touched only for the names the worker meets (96 KiB at most) */
-    _Atomic int64_t *counts = L ? calloc(3 * (size_t)TG_FEED_NAMES, sizeof(int64_t)) : NULL;
+    /* calloc: zeroed pages, touched only for the names the worker meets (128 KiB at most) */
+    _Atomic int64_t *counts = L ? calloc(TG_FEED_KINDS * (size_t)TG_FEED_NAMES, sizeof(int64_t)) : NULL;
     if (!counts) {
         free(L);
         PyMem_RawFree(f);
@@ -122,6 +125,32 @@ static int32_t lookup_or_add(tg_feednames *t, PyObject *name) {
     t->keys[j] = name;
     t->vals[j] = t->n;
     return t->n++;
+}
+
+void tg_feed_submitted_outside(tg_feednames *t, NodeObject *n, PyObject **ckey, int32_t *cval) {
+    int32_t idx = 0;
+    if (n->name && n->name == *ckey) {
+        idx = *cval;
+    } else if (n->name) {
+        tg_lock_detached(&t->mu);
+        idx = lookup_or_add(t, n->name);
+        pthread_mutex_unlock(&t->mu);
+        if (idx < 0) {
+            idx = 0; /* not cached: the object is not held by the table */
+        } else {
+            *ckey = n->name; /* held by the table: its address names it for good */
+            *cval = idx;
+        }
+    }
+    /* Relaxed: see tg_feednames.outside. */
+    atomic_fetch_add_explicit(&t->outside[idx], 1, memory_order_relaxed);
+}
+
+_Atomic int64_t tg_feed_held_total;
+
+int64_t tg_feed_held(void) {
+    /* Relaxed: see livefeed.h (results held). */
+    return atomic_load_explicit(&tg_feed_held_total, memory_order_relaxed);
 }
 
 int32_t tg_feed_name_slow(tg_feedw *f, PyObject *name, int slot) {

@@ -15,8 +15,14 @@
 /* Names kept per engine; later new names all count as index 0, "(other names)". */
 #define TG_FEED_NAMES 4096
 #define TG_FEED_CACHE 16 /* per worker: a direct-mapped cache of name -> index */
+/* What is counted per name: [TG_FEED_KINDS * name + kind]. Submitted: the task entered the
+ * pool (spawned, claimed by a submission); its other counts say where it is since. */
+enum { TG_FEED_DONE, TG_FEED_FAILED, TG_FEED_CANCELLED, TG_FEED_SUBMITTED, TG_FEED_KINDS };
 
 typedef struct tg_feednames {
+    /* [name]: tasks submitted from outside the workers (any thread: atomic adds; relaxed, a
+     * count that pairs with no other access, read by the feed's reader for a recent value). */
+    _Atomic int64_t *outside;
     pthread_mutex_t mu;      /* guards everything below */
     PyObject **names;        /* strong references; a name's index is its position */
     int32_t n, cap;
@@ -28,9 +34,10 @@ typedef struct tg_feednames {
 typedef struct tg_feedw {
     tg_live *live;
     tg_feednames *names;
-    /* [3 * name + k]: the worker's tasks done (k 0), failed (1), cancelled (2), by name:
-     * written by the worker only, with relaxed atomics, read by the reader at any time. They
-     * are counted whether or not the ring has room: the counts are never dropped. */
+    /* [TG_FEED_KINDS * name + kind]: the worker's tasks done, failed, cancelled, and those
+     * it submitted, by name: written by the worker only, with relaxed atomics, read by the
+     * reader at any time. They are counted whether or not the ring has room: the counts are
+     * never dropped. */
     _Atomic int64_t *counts;
     /* The worker's own cache (its thread only): only names in the table, which holds them,
      * so an address in it always names the same object. */
@@ -57,19 +64,75 @@ static inline int32_t tg_feed_name(tg_feedw *f, PyObject *name) {
     return f->ckey[slot] == name ? f->cval[slot] : tg_feed_name_slow(f, name, slot);
 }
 
+/* Adds 1 to a count that only this thread writes (relaxed: the reader needs a recent value
+ * only; a load and a store, not a locked add, since there is one writer). */
+static inline void tg_feed_count(_Atomic int64_t *c) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+/* Results held: the nodes whose task finished done on a worker with a feed attached (they
+ * carry `held`) and that still hold their result (until they are cleared or freed). A
+ * process-wide count: a worker thread keeps its changes in TG_TLS.held and adds them to
+ * tg_feed_held_total at least every TG_FEED_HELD_BATCH of them, when a task starts or ends
+ * TG_FEED_HELD_TICKS after its last flush, when it goes idle and when its loop ends; any
+ * other thread adds its own at once. Relaxed atomic adds: a count that pairs with no other
+ * access; the reader (tg_feed_held) wants a recent value. */
+#define TG_FEED_HELD_BATCH 64
+#define TG_FEED_HELD_TICKS (1 << 21) /* about a millisecond of the records' clock */
+extern _Atomic int64_t tg_feed_held_total;
+static inline void tg_feed_held_flush(void) {
+    tg_tls *tls = &TG_TLS;
+    if (tls->held) atomic_fetch_add_explicit(&tg_feed_held_total, tls->held, memory_order_relaxed);
+    tls->held = 0;
+}
+/* A worker's change of d at time t (ticks); 0: no clock read (flushed by count only). */
+static inline void tg_feed_held_add(int64_t d, int64_t t) {
+    tg_tls *tls = &TG_TLS;
+    if (!tls->worker) {
+        atomic_fetch_add_explicit(&tg_feed_held_total, d, memory_order_relaxed);
+        return;
+    }
+    tls->held += d;
+    if (tls->held >= TG_FEED_HELD_BATCH || tls->held <= -TG_FEED_HELD_BATCH ||
+        (t && t - tls->held_at > TG_FEED_HELD_TICKS)) {
+        tg_feed_held_flush();
+        tls->held_at = t;
+    }
+}
+/* Node n's result is let go (node.c clears it): counted if n carries `held`. */
+static inline void tg_feed_held_drop(NodeObject *n) {
+    if (!n->held) return;
+    n->held = 0;
+    tg_feed_held_add(-1, 0);
+}
+/* The count now (what the threads flushed). */
+int64_t tg_feed_held(void);
+
+/* Node n, just submitted (spawned or claimed) by f's worker, is counted under its name. */
+static inline void tg_feed_submitted(tg_feedw *f, NodeObject *n) {
+    tg_feed_count(&f->counts[TG_FEED_KINDS * (n->name ? tg_feed_name(f, n->name) : 0) + TG_FEED_SUBMITTED]);
+}
+/* The same from outside the workers, on t's outside counts; *ckey / *cval: the caller's cache
+ * of one name (NULL / 0 to start), which saves the table's lock for a run of one name. */
+void tg_feed_submitted_outside(tg_feednames *t, NodeObject *n, PyObject **ckey, int32_t *cval);
+
 /* A task starts at t0 on f's worker: its name's index (for tg_feed_end). */
 static inline int32_t tg_feed_begin(tg_feedw *f, NodeObject *n, int64_t t0) {
     int32_t name = n->name ? tg_feed_name(f, n->name) : 0;
     tg_live_push(f->live, name, t0);
+    if (TG_TLS.held) tg_feed_held_add(0, t0);
     return name;
 }
 
 /* The task that tg_feed_begin saw start ends at t1 with state final: its record. */
 static inline void tg_feed_end(tg_feedw *f, NodeObject *n, int final, int64_t t0, int64_t t1, int32_t name) {
     int32_t d = tg_live_pop(f->live);
-    _Atomic int64_t *c = &f->counts[3 * name + (final == TG_DONE ? 0 : final == TG_FAILED ? 1 : 2)];
-    /* Relaxed: a count with one writer (this worker); the reader needs a recent value only. */
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+    tg_feed_count(&f->counts[TG_FEED_KINDS * name + (final == TG_DONE ? TG_FEED_DONE : final == TG_FAILED
+                                                     ? TG_FEED_FAILED : TG_FEED_CANCELLED)]);
+    if (final == TG_DONE && !n->held) { /* its result is held from now on (node.c lets go) */
+        n->held = 1;
+        tg_feed_held_add(1, t1);
+    }
     tg_live_rec *r = tg_live_room(f->live);
     if (!r) return; /* the reader lags: dropped and counted */
     r->start = t0;

@@ -319,6 +319,7 @@ static int node_clear(NodeObject *n) {
     tg_node_clear_args(n);
     Py_CLEAR(n->kwnames);
     Py_CLEAR(n->deps);
+    tg_feed_held_drop(n); /* the dashboard's results held */
     Py_CLEAR(n->value);
     /* Relaxed, and a load and a store rather than an exchange (an exchange is a locked
      * instruction on x86, paid per node): the node is unreachable (collected or deallocated),

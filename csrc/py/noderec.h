@@ -54,6 +54,10 @@ struct NodeObject {
      * worker cannot see (submitted with tg_submit: one with dependencies, or a lazy node); and
      * kids_progress, tg_pool_progress of this worker at the last walk (its low 32 bits). */
     uint8_t kids_anywhere;
+    /* Counted in the dashboard's results held (livefeed.h): set by the worker that finished
+     * the task done with a feed attached, before the finish publishes the state; cleared by
+     * whoever clears the node (unreachable then: no other thread reads it). */
+    uint8_t held;
     uint32_t kids_progress;
     PyObject *retry;         /* the task's (retries, retry_on) tuple, or NULL: no retries.
                               * Fixed from creation. */

@@ -16,6 +16,8 @@ typedef struct tg_runs {
     _Atomic int closed;     /* close began: new runs are refused (written under mu) */
     PyObject *broken;       /* why the engine is broken (str, under mu), or NULL */
     PyObject *label;        /* the Scheduler's repr, for messages (the engine's reference) */
+    struct tg_watch *watch0; /* the first worker's tracing state (recorder.h): its live feed,
+                              * when one is attached, counts submissions from outside */
 } tg_runs;
 
 struct RunObject {

@@ -43,7 +43,27 @@ typedef struct {
     tg_task *ready[READY_BATCH];
     int nready;
     tg_task *refused;   /* ready nodes that could not be queued: cancelled at the end */
+    tg_feedw *feed;     /* W's live feed if attached (W set) */
+    tg_feednames *outside; /* the engine's feed names if a feed is attached (W NULL) */
+    PyObject *ckey;     /* tg_feed_submitted_outside's cache */
+    int32_t cval;
 } submitter;
+
+/* Where the dashboard counts this submission's nodes (livefeed.h), if a feed is attached. */
+static void find_feed(submitter *s) {
+    /* Acquire: pairs with the release store that attaches a feed (csrc/py/feed.c). */
+    tg_feedw *f = atomic_load_explicit(s->W ? &s->W->watch->feed : &s->run->engine->watch0->feed,
+                                       memory_order_acquire);
+    s->feed = s->W ? f : NULL;
+    s->outside = !s->W && f ? f->names : NULL;
+    s->ckey = NULL;
+    s->cval = 0;
+}
+
+static void count_submitted(submitter *s, NodeObject *n) {
+    if (s->feed) tg_feed_submitted(s->feed, n);
+    else if (s->outside) tg_feed_submitted_outside(s->outside, n, &s->ckey, &s->cval);
+}
 
 /* Queues the ready batch (outside the workers). */
 static void flush(submitter *s) {
@@ -119,6 +139,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
     s->W = W;
     s->nready = 0;
     s->refused = NULL;
+    find_feed(s);
     stack st = {NULL, 0, 0};
     Py_ssize_t claimed = 0, foreign = 0;
     int64_t prepaid = 0; /* from outside: holds on the run's live count not used by a claim yet */
@@ -185,6 +206,7 @@ Py_ssize_t tg_submit(RunObject *run, PyObject *const *nodes, Py_ssize_t count, R
             tg_node_set_parent(n, parent); /* its task: cancelled with it, named in errors */
         }
         claimed++;
+        count_submitted(s, n);
         for (Py_ssize_t i = n->deps ? PyTuple_GET_SIZE(n->deps) - 1 : -1; i >= 0 && !err; i--) {
             NodeObject *d = (NodeObject *)PyTuple_GET_ITEM(n->deps, i);
             if (tg_task_state(&d->t) == TG_NEW) err = push(&st, d, 0, 0);
@@ -232,6 +254,13 @@ int tg_submit_one(RunObject *run, NodeObject *n) {
     Py_INCREF(n); /* the core's reference, until the node is finished (worker.c) */
     atomic_store_explicit(&n->owner, run->owner, memory_order_relaxed); /* see noderec.h */
     if (!tg_task_release_hold(&n->t)) Py_FatalError("taskgraph: a node without dependencies was not ready");
+    /* Acquire: pairs with the release store that attaches a feed (csrc/py/feed.c). */
+    tg_feedw *f = atomic_load_explicit(&run->engine->watch0->feed, memory_order_acquire);
+    if (f) {
+        PyObject *ckey = NULL;
+        int32_t cval = 0;
+        tg_feed_submitted_outside(f->names, n, &ckey, &cval);
+    }
     tg_task *t = &n->t;
     tg_push r = tg_pool_inject(run->r.pool, &t, 1);
     if (r == TG_PUSH_QUEUED) return 0;

@@ -22,6 +22,7 @@ static void idle_begin(void *ctx) {
      * Task's finalizer): as no task, with nothing of the pool held. */
     if (W->depth == 0) tg_leases_release(&W->leases);
     tg_watch_idle_begin(W->watch); /* idle inside a traced task's join is join time */
+    tg_feed_held_flush(); /* idle: the dashboard's results held are exact meanwhile */
     W->saved = PyEval_SaveThread(); /* nothing below touches Python objects */
 }
 
@@ -475,7 +476,10 @@ static tg_find wait_loop(Runner *W, NodeObject *awaited, int how) {
 }
 
 tg_find tg_wait_until(Runner *W, NodeObject *awaited) {
-    return awaited ? tg_join_wait(W, awaited, 0) : wait_loop(W, NULL, TG_LOOK_STEAL);
+    if (awaited) return tg_join_wait(W, awaited, 0);
+    tg_find r = wait_loop(W, NULL, TG_LOOK_STEAL);
+    tg_feed_held_flush(); /* the worker's loop ends: what it counted joins the total */
+    return r;
 }
 
 void tg_drain_one(Runner *W, tg_task *t) { skip(W, NODE_OF(t)); }

@@ -92,7 +92,6 @@ class Model:
         self.items = collections.deque()    # [lane, start, end, name, state, stolen, depth]
         self.buckets = collections.deque()  # [lane, bucket, count, busy, name, stolen, failed]
         self.new_items, self.new_buckets = [], []
-        self.counts = {}          # model name -> [done, failed, cancelled]
         self.memory = collections.deque(maxlen=MEMORY_SAMPLES)  # [t_us, rss]
         self.new_memory = []
         self.traces = collections.OrderedDict()  # id -> {"trace", "when", "info"}
@@ -305,21 +304,30 @@ class Model:
                 "tasks": 0, "stolen": 0, "steal_attempts": 0, "parks": 0, "running": running}
 
     def _progress(self):
-        """Per task name: done, running, failed, cancelled (since the dashboard opened)."""
+        """Per task name: [name, done, running, failed, cancelled, waiting], counted since the
+        dashboard opened. Waiting: submitted (spawned, or claimed by a compute, a submit, a
+        map) and not started yet, whether ready in a queue or waiting for its dependencies:
+        what was submitted minus what finished and what runs now (at least 0: a task
+        submitted before the dashboard opened is not counted as submitted)."""
         totals = {}
         for w in self.watched:
-            for local, (done, failed, cancelled) in enumerate(getattr(w, "counts", ())):
-                if done or failed or cancelled:
-                    t = totals.setdefault(self._name(w, local), [0, 0, 0, 0])
+            for local, (done, failed, cancelled, submitted) in enumerate(getattr(w, "counts", ())):
+                if done or failed or cancelled or submitted:
+                    t = totals.setdefault(self._name(w, local), [0, 0, 0, 0, 0])
                     t[0] += done
                     t[2] += failed
                     t[3] += cancelled
+                    t[4] += submitted
             if w.last is not None and w.closed_at is None:
                 for row in w.last[0]:
                     for n, _ in row[4]:
-                        totals.setdefault(self._name(w, n), [0, 0, 0, 0])[1] += 1
-        rows = [[name, *t] for name, t in totals.items()]
-        rows.sort(key=lambda r: -(r[1] + r[2] + r[3] + r[4]))
+                        totals.setdefault(self._name(w, n), [0, 0, 0, 0, 0])[1] += 1
+        rows = []
+        for name, (done, running, failed, cancelled, submitted) in totals.items():
+            waiting = max(0, submitted - done - running - failed - cancelled)
+            if done or running or failed or cancelled or waiting:
+                rows.append([name, done, running, failed, cancelled, waiting])
+        rows.sort(key=lambda r: -(r[1] + r[2] + r[3] + r[4] + r[5]))
         return rows
 
     def _message(self, snapshot):
@@ -334,6 +342,7 @@ class Model:
                "queued": queued, "taken": self.taken,
                "finished": sum(r[1] + r[3] + r[4] for r in progress),
                "rss": self.memory[-1][1] if self.memory else None,
+               "held": self.watched[0].feed.held if self.watched else None,
                "traces": [{"id": k, "when": v["when"], "tasks": len(v["trace"])}
                           for k, v in self.traces.items()]}
         if snapshot:  # without what the next update brings (the page would draw it twice)

@@ -30,7 +30,7 @@
   function apply(msg) {
     if (msg.type === "snapshot") { S.items = []; S.buckets = new Map(); S.memory = []; }
     S.names = msg.names; S.lanes = msg.lanes; S.now = msg.now; S.window = msg.window; S.bucket = msg.bucket;
-    S.progress = msg.progress; S.queued = msg.queued; S.traces = msg.traces; S.rss = msg.rss;
+    S.progress = msg.progress; S.queued = msg.queued; S.traces = msg.traces; S.rss = msg.rss; S.held = msg.held;
     for (const it of msg.items) S.items.push(it);
     for (const b of msg.buckets) { // a bucket may come in two parts (two drains): summed
       const key = b[0] + ":" + b[1], old = S.buckets.get(key);
@@ -57,6 +57,7 @@
       $("rate").textContent = Math.round(rate).toLocaleString("en") + " tasks/s";
     }
     $("rss").textContent = S.rss ? "RSS " + fmtBytes(S.rss) : "";
+    $("held").textContent = S.held == null ? "" : "; " + S.held.toLocaleString("en") + " results held";
   }
 
   function renderStream() {
@@ -121,7 +122,7 @@
 
   function renderProgress() {
     $("queued").textContent = S.queued + " tasks queued (ready, all functions)";
-    const rows = S.progress.slice(0, 50).map(([name, done, running, failed, cancelled]) => {
+    const rows = S.progress.slice(0, 50).map(([name, done, running, failed, cancelled, waiting]) => {
       const tr = el("tr");
       tr.dataset.name = S.names[name] || "?";
       const nameCell = el("td", "name");
@@ -130,9 +131,10 @@
       tr.appendChild(nameCell);
       tr.appendChild(el("td", "done", done));
       tr.appendChild(el("td", "running", running));
+      tr.appendChild(el("td", "waiting", waiting));
       tr.appendChild(el("td", "failed", failed));
       tr.appendChild(el("td", "cancelled", cancelled));
-      const total = Math.max(1, done + running + failed + cancelled), bar = el("td", "bar"), outer = el("div", "bar-outer");
+      const total = Math.max(1, done + running + waiting + failed + cancelled), bar = el("td", "bar"), outer = el("div", "bar-outer");
       for (const [cls, v] of [["bar-done", done], ["bar-running", running], ["bar-failed", failed], ["bar-cancelled", cancelled]]) {
         const s = el("span", cls); s.style.width = (250 * v / total).toFixed(1) + "px"; outer.appendChild(s);
       }
