@@ -4,6 +4,7 @@ test reads the page's DOM: the workers in the task stream and the workers table,
 functions in the progress table with counts that change from one look to the next, the
 stream's canvas drawn on, and a task whose name is markup shown as text. No wall-clock
 assert: every wait is a poll with a generous deadline (the machine may be busy)."""
+import re
 import threading
 import time
 
@@ -72,6 +73,14 @@ def test_the_page_shows_workers_functions_and_changing_counts(tmp_path):
                       if (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200) return true;
                     return false; })()""")
                 assert b.eval("document.getElementById('status').textContent") == "live"
+                # each function's row has its waiting count; the memory view, the results held
+                assert b.eval("[...document.querySelectorAll('#progress thead th')]"
+                              ".map(e => e.textContent).slice(1, 6).join(' ')") == \
+                    "done running waiting failed cancelled"
+                assert b.eval("[...document.querySelectorAll('#progress-rows tr')]"
+                              ".every(r => /^[0-9]+$/.test(r.querySelector('.waiting').textContent))")
+                assert re.fullmatch(r"; [0-9,]+ results held",
+                                    b.wait_for("document.getElementById('held').textContent", timeout=60))
         finally:
             stop.set()
             th.join()
