@@ -68,6 +68,10 @@ typedef struct {
     /* Workers the manager found waiting without having declared it (written by the manager
      * only; read relaxed by the spares: a hint for leaving duty). */
     _Atomic int32_t stalled;
+    /* Spares wanted beyond one per waiting task (written by the manager only, read relaxed
+     * with stalled): while every thread in service waits and none is idle, the cores are
+     * idle and queued tasks may wait too, so the manager doubles each wave (spare.c). */
+    _Atomic int32_t surge;
     /* Spares on duty (a thread running its slot's dispatch loop), changed under mu; read
      * relaxed by the spares' lock-free check before they take mu. */
     _Atomic int32_t on;
