@@ -135,6 +135,30 @@ def wait_for(d, check, timeout=60):
         time.sleep(0.01)
 
 
+def test_a_child_spawned_after_its_parent_computed_starts_when_it_ran():
+    """A task that begins right after another ended takes that end as its start (one clock
+    read per task); one that begins after its parent's own code ran reads the clock."""
+    @tg.task
+    def kid(dt):
+        time.sleep(dt)
+        return dt
+
+    @tg.task
+    def parent():
+        kid(0).result()  # runs in this join, on this worker
+        time.sleep(0.05)  # the parent's own code
+        return kid(0.02).result()
+
+    with tg.Scheduler(1, spares=0) as s, dashboard(s) as d:
+        s.compute(parent())
+        st = state(d)
+    names = st["names"]
+    listed = [it for it in st["items"] if it[3] >= 0]  # tasks a bucket long or more, with times
+    (p,) = [it for it in listed if names[it[3]] == "parent"]
+    (k,) = [it for it in listed if names[it[3]] == "kid"]
+    assert k[1] >= p[1] + 50_000 and k[2] - k[1] >= 20_000 and k[2] <= p[2], (p, k)
+
+
 def test_tasks_submitted_and_not_started_show_as_waiting_per_function():
     """Waiting: spawned children behind a busy worker, a lazy node whose dependency runs,
     lazy nodes queued from outside, calls submitted to an Executor; 0 once all ran."""

@@ -163,7 +163,7 @@ int32_t tg_feed_name_slow(tg_feedw *f, PyObject *name, int slot) {
     return idx;
 }
 
-void tg_feed_idle_end(tg_feedw *f) {
+int64_t tg_feed_idle_end(tg_feedw *f) {
     tg_live *L = f->live;
     int64_t now = tg_clock_ticks();
     /* Relaxed: the worker's own values. */
@@ -182,4 +182,5 @@ void tg_feed_idle_end(tg_feedw *f) {
         }
     }
     tg_live_idle_end(L, now);
+    return now;
 }

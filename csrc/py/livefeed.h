@@ -146,6 +146,6 @@ static inline void tg_feed_end(tg_feedw *f, NodeObject *n, int final, int64_t t0
 
 /* The worker's idle hooks: an idle period inside a task's join is also a record. */
 static inline void tg_feed_idle_begin(tg_feedw *f) { tg_live_idle_begin(f->live, tg_clock_ticks()); }
-void tg_feed_idle_end(tg_feedw *f);
+int64_t tg_feed_idle_end(tg_feedw *f); /* returns the time it read (ticks) */
 
 #endif

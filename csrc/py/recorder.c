@@ -358,6 +358,7 @@ static inline tg_frame *traced_frame(tg_watch *w) {
 void tg_watch_idle_begin(tg_watch *w) {
     /* Acquire: pairs with the release store that attaches a feed (csrc/py/feed.c). */
     tg_feedw *f = atomic_load_explicit(&w->feed, memory_order_acquire);
+    w->fresh = 0;
     if (f) tg_feed_idle_begin(f);
     if (traced_frame(w)) { /* idle inside a traced task's join: that is join time */
         w->idle_t0 = tg_clock_ticks();
@@ -368,7 +369,7 @@ void tg_watch_idle_begin(tg_watch *w) {
 void tg_watch_idle_end(tg_watch *w) {
     /* Acquire: as in tg_watch_idle_begin. A feed attached meanwhile finds no idle start. */
     tg_feedw *feed = atomic_load_explicit(&w->feed, memory_order_acquire);
-    if (feed) tg_feed_idle_end(feed);
+    if (feed) w->fresh = tg_feed_idle_end(feed);
     tg_frame *f = traced_frame(w);
     if (f) {
         f->join += tg_clock_ticks() - w->idle_t0;
@@ -411,7 +412,9 @@ void tg_rec_attempt(tg_watch *w, tg_rec_start *s, NodeObject *n, int attempt) {
 
 int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final) {
     if (!s->framed) { /* a live feed's task only: no frame, no trace */
-        tg_feed_end(s->feed, n, final, s->t0, tg_clock_ticks(), s->feed_name);
+        int64_t t1 = tg_clock_ticks();
+        tg_feed_end(s->feed, n, final, s->t0, t1, s->feed_name);
+        w->fresh = t1; /* the next task to begin in this loop starts here */
         return 0;
     }
     tg_frame own_frame = pop_frame(w), *f = &own_frame;

@@ -471,6 +471,7 @@ static tg_find wait_loop(Runner *W, NodeObject *awaited, int how) {
             break;
         }
     }
+    W->watch->fresh = 0; /* back to the joiner's code: the next begin reads the clock */
     W->current = joiner;
     return r;
 }
