@@ -398,7 +398,10 @@ def test_a_trace_of_tasks_that_wait_for_nothing_names_no_waiting():
 
     with tg.Scheduler(2) as s, tg.trace() as tr:
         s.compute([tiny(i) for i in range(2000)])
-    assert all(r.cpu is None and r.blocked == 0 for r in tr.records)  # too short to measure
+    # Too short for their CPU time to be read (under a millisecond), unless a loaded machine
+    # descheduled one for longer: then its time in the run queue counts as computing. Either
+    # way nothing is called waiting.
+    assert all(r.blocked == 0 for r in tr.records)
     assert "  waiting (own time not spent computing" not in tr.summary()
 
 

@@ -96,7 +96,7 @@ static inline void tg_feed_held_add(int64_t d, int64_t t) {
     if (tls->held >= TG_FEED_HELD_BATCH || tls->held <= -TG_FEED_HELD_BATCH ||
         (t && t - tls->held_at > TG_FEED_HELD_TICKS)) {
         tg_feed_held_flush();
-        tls->held_at = t;
+        if (t) tls->held_at = t;
     }
 }
 /* Node n's result is let go (node.c clears it): counted if n carries `held`. */
