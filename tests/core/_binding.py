@@ -25,8 +25,10 @@ import sysconfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CSRC = os.path.join(ROOT, "csrc")
-HEADERS = ["contend.h", "counters.h", "deque.h", "graph.h", "injector.h", "pool.h", "sleep.h", "sparestate.h", "thief.h", "trace.h"]
-SOURCES = ["contend.c", "deque.c", "graph.c", "injector.c", "pool.c", "sleep.c", "spare.c", "thief.c", "trace.c"]
+HEADERS = ["contend.h", "counters.h", "deque.h", "graph.h", "injector.h", "pool.h", "schedstat.h", "sleep.h",
+           "sparestate.h", "thief.h", "trace.h"]
+SOURCES = ["contend.c", "deque.c", "graph.c", "injector.c", "pool.c", "schedstat.c", "sleep.c", "spare.c",
+           "thief.c", "trace.c"]
 # Callbacks the tests give to the core (cffi's extern "Python"): tg_task_finish's ready().
 TEST_CALLBACKS = 'extern "Python" void tgtest_ready(void *ctx, tg_task *t);\n'
 
