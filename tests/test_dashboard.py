@@ -481,12 +481,15 @@ def test_tasks_run_by_spare_workers_are_shown_on_the_spares_lane():
         nodes = [waits(i) for i in range(6)]
         fut = threading.Thread(target=lambda: s.compute(nodes))
         fut.start()
-        deadline = time.monotonic() + 30
-        while s.spare_stats()["on_duty"] < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        st = state(d)
-        spares = [l for l in st["lanes"] if l["name"] == f"s{s.number}.spares"]
-        assert len(spares) == 1 and not spares[0]["idle"] and len(spares[0]["running"]) == 4
+        lane = f"s{s.number}.spares"
+
+        def spares(st):
+            return [l for l in st["lanes"] if l["name"] == lane]
+
+        # on duty first, then each spare takes a task: wait until all four run one
+        st = wait_for(d, lambda st: sum(len(l["running"]) for l in spares(st)) == 4, timeout=30)
+        assert s.spare_stats()["on_duty"] == 4
+        assert len(spares(st)) == 1 and not spares(st)[0]["idle"] and len(spares(st)[0]["running"]) == 4
         release.set()
         fut.join(30)
         st = state(d)
