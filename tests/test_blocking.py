@@ -7,6 +7,8 @@ with generous timeouts. Retirement is checked with a short ``spare_idle`` (0.05 
 generous allowance (10 s) for the threads to be gone: the mechanism, not the machine's speed.
 """
 import concurrent.futures as cf
+import contextlib
+import gc
 import os
 import queue
 import threading
@@ -361,8 +363,21 @@ def sleeps_undeclared(i):
     return i
 
 
+@contextlib.contextmanager
+def no_collections():
+    """No garbage collection inside: a task's own time leaves out the collections that ran
+    while it did (every thread stops for one), also while it slept through one detached, so
+    on a loaded test process a collection during a 5 ms sleep would shorten its waiting."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def test_trace_records_cpu_time_and_waits(tmp_path):
-    with tg.Scheduler(2) as s, tg.trace() as tr:
+    with no_collections(), tg.Scheduler(2) as s, tg.trace() as tr:
         nodes = ([computes(i) for i in range(6)] + [sleeps_undeclared(i) for i in range(6)]
                  + [sleeps_declared(i, 0.005) for i in range(6)])
         s.compute(nodes)
