@@ -90,6 +90,22 @@ class TaskgraphShutdownTest(TaskgraphMixin, cf_shutdown.ExecutorShutdownTest,
     def test_hang_gh83386(self):
         pass
 
+    def test_cancel_futures(self):
+        # CPython's test asserts that of 50 calls submitted right before shutdown(
+        # cancel_futures=True), at least one had started: a worker woken by the first submit
+        # got a core within those 50 submits. On a loaded machine none may have (a fresh-clone
+        # CI beside two others saw 0; ThreadPoolExecutor's idle threads, blocked on its queue,
+        # wake no faster). That outcome alone is run again on a fresh executor, twice at most;
+        # every other failure, or that one three times in a row, fails the test.
+        for attempt in range(3):
+            try:
+                return super().test_cancel_futures()
+            except AssertionError as e:
+                if attempt == 2 or str(e) != "0 not greater than 0":
+                    raise
+            self.tearDown()
+            self.setUp()
+
 
 class TaskgraphInitializerTest(TaskgraphMixin, cf_init.InitializerMixin, cf_util.BaseTestCase):
     pass
