@@ -17,6 +17,7 @@ import time
 import pytest
 
 import taskgraph as tg
+from taskgraph.trace.analysis import WAIT_SHARE
 from taskgraph import scheduler as tg_scheduler
 
 pytestmark = pytest.mark.thread_unsafe(reason="counts the process's threads and a scheduler's "
@@ -448,5 +449,7 @@ def test_computing_tasks_on_an_oversubscribed_machine_are_not_called_waiting():
     recs = [r for r in tr.records if r.name == "computes"]
     assert recs and all(r.cpu is not None for r in recs)
     own, waiting = sum(r.own for r in recs), sum(r.waiting for r in recs)
-    assert waiting < 0.25 * own, (waiting, own)
+    # Below the share at which summary() names a function as waiting (half of its own time;
+    # the CPU clock alone gave 63-71% here). A CI run beside another, with these hogs, saw 39%.
+    assert waiting < WAIT_SHARE * own, (waiting, own)
     assert "  waiting (own time not spent computing" not in tr.summary()
