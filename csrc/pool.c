@@ -318,14 +318,19 @@ typedef enum {
 } search_result;
 
 /* Whether a join for `awaited` leaves work from outside (the injector) to the others now: the
- * awaited task runs on another thread (a task not started yet may be in the injector itself)
- * and the join has waited less than p->join_defer_ns (JOIN_DEFER_NS) since `since`. Work
+ * awaited task runs on another thread, or is a child spawned by a task (`covered`) still
+ * queued on another deque (its thief took it in a batch, or its owner is busy: the joiner
+ * steals it), and the join has waited less than p->join_defer_ns (JOIN_DEFER_NS) since
+ * `since`. (Any other task not started yet may be in the injector itself.) Work
  * from outside may wait (I/O, a sleep: Executor calls, computes from other threads): a join
  * that ran it would wait as long, and its own task with it, while the awaited task is usually
  * done far sooner. The bound keeps liveness where nobody else takes that work (every other
  * worker busy, and no spare: the awaited task may itself wait for it). */
 static int join_defers(tg_pool *p, tg_task *awaited, int64_t since) {
-    return awaited && tg_task_state(awaited) == TG_RUNNING && tg_now_ns() - since < p->join_defer_ns;
+    if (!awaited || tg_now_ns() - since >= p->join_defer_ns) return 0;
+    int st = tg_task_state(awaited);
+    /* covered: a plain field written before the task was published (graph.c). */
+    return st == TG_RUNNING || (st == TG_READY && awaited->covered);
 }
 
 /* Whether tasks wait now (declared, or found by the manager): the deques may then hold tasks

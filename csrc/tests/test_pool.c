@@ -524,6 +524,39 @@ static void test_join_leaves_injected_work(void) {
     printf("ok a join leaves outside work to the others while its task runs, for a bounded time\n");
 }
 
+/* The same while the awaited task, a child spawned by a task, is still queued on another
+ * worker's deque (a thief took it in a batch, or its owner is busy): the joiner steals it and
+ * leaves the injected task to the others, as it does while the child runs. Taking the
+ * injected task first would put outside work, which may wait 50 ms, under the join. */
+static void test_join_leaves_injected_work_for_a_queued_child(void) {
+    tg_pool *p = tg_pool_new(2);
+    tg_pool_set_join_defer(p, 600000000000L);
+    tg_run run;
+    memset(&run, 0, sizeof run);
+    run.pool = p;
+    tg_task x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    /* This thread acts as worker 1 (no thread runs it): x waits on its deque. */
+    CHECK(tg_pool_spawn_fresh(p, 1, &x, &run) == TG_PUSH_QUEUED, "spawn x on worker 1");
+    CHECK(tg_task_claim(&y, &run) == 1, "claim y");
+    CHECK(tg_pool_release_external(p, &y) == TG_PUSH_QUEUED, "inject y");
+    joiner_arg ja = {p, &x, TG_LOOK_STEAL | TG_LOOK_POLL, 0, 0};
+    pthread_t tid;
+    pthread_create(&tid, NULL, joiner_main, &ja);
+    wait_result(&ja, TG_FIND_JOINED);
+    pthread_join(tid, NULL);
+    CHECK(atomic_load(&ja.ran) == 1, "the joiner ran %d tasks: x only, not the injected y",
+          atomic_load(&ja.ran));
+    tg_pool_shutdown(p);
+    tg_task *left, *refused = NULL;
+    CHECK(tg_pool_drain(p, &left) == 1 && left == &y, "y left in the injector");
+    tg_pool_finish(p, 0, left, TG_CANCELLED, &refused);
+    CHECK(tg_pool_drain(p, &left) == 0, "nothing else queued");
+    tg_pool_free(p);
+    printf("ok a join leaves outside work to the others while its child waits on another deque\n");
+}
+
 /* A join on a task that finishes outside this pool (claimed inline, or in another pool),
  * so no finisher wakes this pool's joiner: with TG_LOOK_POLL the parked joiner sees the
  * finish by itself. */
@@ -587,6 +620,7 @@ int main(void) {
     test_cross_pool_release();
     test_local_join_takes_injected();
     test_join_leaves_injected_work();
+    test_join_leaves_injected_work_for_a_queued_child();
     test_poll_join_sees_foreign_finish();
     printf("pool: 12 passed, 0 failed\n");
     return 0;
