@@ -129,7 +129,7 @@ static int32_t lookup_or_add(tg_feednames *t, PyObject *name) {
 
 void tg_feed_submitted_outside(tg_feednames *t, NodeObject *n, PyObject **ckey, int32_t *cval) {
     int32_t idx = 0;
-    if (n->name && n->name == *ckey) {
+    if (n->name && ckey && n->name == *ckey) {
         idx = *cval;
     } else if (n->name) {
         tg_lock_detached(&t->mu);
@@ -137,7 +137,7 @@ void tg_feed_submitted_outside(tg_feednames *t, NodeObject *n, PyObject **ckey, 
         pthread_mutex_unlock(&t->mu);
         if (idx < 0) {
             idx = 0; /* not cached: the object is not held by the table */
-        } else {
+        } else if (ckey) {
             *ckey = n->name; /* held by the table: its address names it for good */
             *cval = idx;
         }

@@ -113,7 +113,8 @@ static inline void tg_feed_submitted(tg_feedw *f, NodeObject *n) {
     tg_feed_count(&f->counts[TG_FEED_KINDS * (n->name ? tg_feed_name(f, n->name) : 0) + TG_FEED_SUBMITTED]);
 }
 /* The same from outside the workers, on t's outside counts; *ckey / *cval: the caller's cache
- * of one name (NULL / 0 to start), which saves the table's lock for a run of one name. */
+ * of one name (NULL / 0 to start), which saves the table's lock for a run of one name; ckey
+ * NULL for a single node (no cache). */
 void tg_feed_submitted_outside(tg_feednames *t, NodeObject *n, PyObject **ckey, int32_t *cval);
 
 /* A task starts at t0 on f's worker: its name's index (for tg_feed_end). */

@@ -256,11 +256,7 @@ int tg_submit_one(RunObject *run, NodeObject *n) {
     if (!tg_task_release_hold(&n->t)) Py_FatalError("taskgraph: a node without dependencies was not ready");
     /* Acquire: pairs with the release store that attaches a feed (csrc/py/feed.c). */
     tg_feedw *f = atomic_load_explicit(&run->engine->watch0->feed, memory_order_acquire);
-    if (f) {
-        PyObject *ckey = NULL;
-        int32_t cval = 0;
-        tg_feed_submitted_outside(f->names, n, &ckey, &cval);
-    }
+    if (f) tg_feed_submitted_outside(f->names, n, NULL, NULL);
     tg_task *t = &n->t;
     tg_push r = tg_pool_inject(run->r.pool, &t, 1);
     if (r == TG_PUSH_QUEUED) return 0;
