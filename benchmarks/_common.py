@@ -53,18 +53,25 @@ def _cpu_ticks():
     return total, f[3] + f[4]
 
 
+def _own_cpu():
+    """CPU seconds of this process and of its children that ended and were waited for (a
+    benchmark's own subprocesses are not other programs)."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
+
+
 class Machine:
     """How the machine was used over a stretch of time: `Machine()` starts it, `.stop()` ends it
     and returns {"idle_share": the machine's idle CPU share, "others_share": the share used by
-    other programs (all CPU time that was not idle and not this process's), "seconds"}. From
-    /proc/stat (10 ms ticks: short stretches are coarse; a figure sums its runs) and this
-    process's own CPU time. Empty where /proc/stat is missing."""
+    other programs (all CPU time that was not idle and not this process's or its waited
+    children's), "seconds"}. From /proc/stat (10 ms ticks: short stretches are coarse; a figure
+    sums its runs) and this process's own CPU time. Empty where /proc/stat is missing."""
 
     def __init__(self):
-        self.t0, self.ticks0, self.cpu0 = time.perf_counter(), _cpu_ticks(), time.process_time()
+        self.t0, self.ticks0, self.cpu0 = time.perf_counter(), _cpu_ticks(), _own_cpu()
 
     def stop(self):
-        ticks, cpu = _cpu_ticks(), time.process_time()
+        ticks, cpu = _cpu_ticks(), _own_cpu()
         out = {"seconds": time.perf_counter() - self.t0}
         if ticks is None or self.ticks0 is None:
             return out
@@ -74,7 +81,7 @@ class Machine:
         deadline = time.perf_counter() + 0.5
         while ticks[0] - self.ticks0[0] < 20 and time.perf_counter() < deadline:
             time.sleep(0.02)
-            ticks, cpu = _cpu_ticks(), time.process_time()
+            ticks, cpu = _cpu_ticks(), _own_cpu()
         total = ticks[0] - self.ticks0[0]
         if total <= 0:
             return out

@@ -5,7 +5,9 @@
 Two figures, each the extra time with a dashboard open against the same runs without one, on
 one 2-worker scheduler, from R >= 5 alternated rounds (_common.py): in each round both runs
 come in turn (the order rotating), each timed run after an untimed one of its own, and a
-round's figure is their ratio. "Open" means what a user has: the dashboard's server and
+round's figure is their ratio; a first round of both, untimed, warms the process up (the first
+dashboard opened imports its modules and starts its threads; the first half-million tasks
+take their memory from the kernel). "Open" means what a user has: the dashboard's server and
 sampler running and a page reading its event stream (a client thread here, reading every
 update). Opening and closing the dashboard is outside the timed runs.
 
@@ -73,7 +75,7 @@ def measure(s, fn, reps):
     """Alternated rounds of fn without and with a dashboard open: (wall, cpu) lists per side."""
     out = {"off": ([], []), "on": ([], [])}
     events = dropped = 0
-    for r in range(reps):
+    for r in range(-1, reps):  # round -1: the warm-up, not counted
         for side in (("off", "on") if r % 2 == 0 else ("on", "off")):
             d = page = None
             if side == "on":
@@ -91,8 +93,9 @@ def measure(s, fn, reps):
                     d.model.tick()
                     dropped += sum(l["dropped"] for l in d.snapshot()["lanes"])
                     d.close()
-            out[side][0].append(wall)
-            out[side][1].append(cpu)
+            if r >= 0:
+                out[side][0].append(wall)
+                out[side][1].append(cpu)
     print(f"    ({fn.__name__}: {events} updates read, {dropped} records dropped by full rings)", flush=True)
     return out, events
 

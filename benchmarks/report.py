@@ -30,7 +30,7 @@ FILES = {"ft": "ft.json", "gil": "gil.json", "per_task": "per_task.json",
          "instructions": "instructions.json", "dask": "dask.json", "dask_get": "dask_get.json",
          "map_fanout": "map_fanout.json", "shapes": "shapes.json", "predict": "predict.json",
          "executor": "executor.json", "dashboard": "dashboard.json", "waiting": "waiting.json",
-         "skipped": "skipped.json"}
+         "ceiling": "ceiling.json", "skipped": "skipped.json"}
 TOOLS = ["serial", "taskgraph", "threadpool", "processpool", "joblib-threads", "joblib-loky",
          "dask-threads"]
 LABEL = {"serial": "serial Python", "taskgraph": "**taskgraph**", "threadpool": "ThreadPoolExecutor",
@@ -563,6 +563,24 @@ def predict_table(pr, pr13):
     return "\n".join(lines)
 
 
+def ceiling_table(ce, ce13):
+    """What two cores give plain Python with no scheduler (benchmarks/ceiling.py), 3.13t beside."""
+    lines = [f"### What the machine gives two workers (benchmarks/ceiling.py, {interp(ce['env'])})", "",
+             f"The same plain recursive fib, serial against parallel, {ce['k']} x fib({ce['n']}) a "
+             f"side, {ce['processes']['runs']} alternated rounds; median [min-max] speed-up. "
+             "Two processes share nothing but the machine: that row is the ceiling of any "
+             "2-worker figure on it. Idle / others: " + load_cell(ce["load"]) + ".", "",
+             "| way | 3.14t | 3.13t |", "|---|---|---|"]
+    for key in ("processes", "threads", "taskgraph"):
+        c13 = (ce13 or {}).get(key)
+        lines.append(f"| {ce[key]['label']} | {spread(ce[key], '{:.2f}')}x | "
+                     + (f"{spread(c13, '{:.2f}')}x |" if c13 else "not measured |"))
+    t = ce["taskgraph_over_processes"]
+    lines.append(f"| taskgraph over 2 processes, per round | {spread(t, '{:.2f}')} | "
+                 + (f"{spread(ce13['taskgraph_over_processes'], '{:.2f}')} |" if ce13 else "not measured |"))
+    return "\n".join(lines)
+
+
 def read_results(d):
     """The results in directory d, by name (None for a file that is missing)."""
     out = {}
@@ -614,6 +632,7 @@ def main(argv=None):
     if targets_plot(items, os.path.join(img, "targets.png")):
         gen += ["![every round of every target, relative to the target](img/targets.png)", ""]
     parts = [(pt, lambda: per_task_table(pt, o.get("per_task"), targets.PER_TASK_KEYS)),
+             (r["ceiling"], lambda: ceiling_table(r["ceiling"], o.get("ceiling"))),
              (r["predict"], lambda: predict_table(r["predict"], o.get("predict"))),
              (r["map_fanout"], lambda: map_table(r["map_fanout"], o.get("map_fanout"))),
              (r["shapes"], lambda: shapes_table(r["shapes"], o.get("shapes"))),

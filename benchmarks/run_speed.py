@@ -40,6 +40,7 @@ class Bench(NamedTuple):
 BENCHMARKS = [
     Bench("suite.py", "ft"),
     Bench("per_task.py", "per_task"),
+    Bench("ceiling.py", "ceiling"),
     Bench("instructions.py", "instructions", programs=("valgrind",), full_only=True, may_fail=True),
     Bench("dask_overhead.py", "dask", modules=("dask", "distributed")),
     Bench("dask_get.py", "dask_get", modules=("dask",)),
