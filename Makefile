@@ -10,7 +10,7 @@ REPORTPY := $(shell [ -x .venv-gil/bin/python ] && echo .venv-gil/bin/python || 
 CC    ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Werror -pthread -Icsrc -DTG_TEST_HOOKS
 CSRCS := $(wildcard csrc/*.c)
-CTESTS := deque injector graph pool sleep steal oom contend live spare
+CTESTS := deque injector graph pool joinwait sleep steal oom contend live spare
 # test_oom fails the core's allocations in turn: it is linked with --wrap for the allocators.
 WRAP_OOM := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
 linkflags = $$( [ $$t = oom ] && echo '$(WRAP_OOM)' )
