@@ -5,9 +5,11 @@
 Two figures, each the extra time with a dashboard open against the same runs without one, on
 one 2-worker scheduler, from R >= 5 alternated rounds (_common.py): in each round both runs
 come in turn (the order rotating), each timed run after an untimed one of its own, and a
-round's figure is their ratio; a first round of both, untimed, warms the process up (the first
-dashboard opened imports its modules and starts its threads; the first half-million tasks
-take their memory from the kernel). "Open" means what a user has: the dashboard's server and
+round's figure is their ratio. A third run in each round, without a dashboard again, gives
+the same ratio between two runs of the same code (A/A): the noise a round's figure carries on
+this machine, printed beside. A first round of all three, untimed, warms the process up (the
+first dashboard opened imports its modules and starts its threads; the first half-million
+tasks take their memory from the kernel). "Open" means what a user has: the dashboard's server and
 sampler running and a page reading its event stream (a client thread here, reading every
 update). Opening and closing the dashboard is outside the timed runs.
 
@@ -71,12 +73,17 @@ class Page:
         self.conn.close()
 
 
+SIDES = ("off", "on", "again")  # "again": a second run without, the A/A control
+
+
 def measure(s, fn, reps):
-    """Alternated rounds of fn without and with a dashboard open: (wall, cpu) lists per side."""
-    out = {"off": ([], []), "on": ([], [])}
+    """Alternated rounds of fn without a dashboard, with one open, and without again (the order
+    rotating): (wall, cpu) lists per side."""
+    out = {side: ([], []) for side in SIDES}
     events = dropped = 0
     for r in range(-1, reps):  # round -1: the warm-up, not counted
-        for side in (("off", "on") if r % 2 == 0 else ("on", "off")):
+        for j in range(len(SIDES)):
+            side = SIDES[(j + r) % len(SIDES)]
             d = page = None
             if side == "on":
                 d = tg.dashboard(s)
@@ -100,23 +107,26 @@ def measure(s, fn, reps):
     return out, events
 
 
-def ratios(pairs, k):
-    """Per round, the largest on/off ratio of measure k (0 wall, 1 CPU) over the workloads, as % extra."""
+def ratios(pairs, k, side="on"):
+    """Per round, the largest side/off ratio of measure k (0 wall, 1 CPU) over the workloads, as
+    % extra (side "again": what two runs of the same code differ by, the noise of a round)."""
     rounds = len(pairs[0]["off"][k])
-    return [max(p["on"][k][r] / p["off"][k][r] for p in pairs) * 100 - 100 for r in range(rounds)]
+    return [max(p[side][k][r] / p["off"][k][r] for p in pairs) * 100 - 100 for r in range(rounds)]
 
 
 def figure(results, key, label, pairs, target, load, **details):
-    extra, extra_cpu = ratios(pairs, 0), ratios(pairs, 1)
+    extra, extra_cpu, noise = ratios(pairs, 0), ratios(pairs, 1), ratios(pairs, 0, "again")
     word, det = verdict(extra, target, "lower", load=load)
-    s, sc = summary(extra), summary(extra_cpu)
+    s, sc, sn = summary(extra), summary(extra_cpu), summary(noise)
     results.append({"key": key, "label": label, "value": s["median"], "unit": "% extra",
                     "target": target, "better": "lower", "met": word == "met", "verdict": word,
                     "worst": det["worst"], "summary": s, "values": extra, "cpu_summary": sc,
-                    "cpu_values": extra_cpu, "load": load, **details})
+                    "cpu_values": extra_cpu, "a_a_summary": sn, "a_a_values": noise,
+                    "load": load, **details})
     print(f"  {label}: {spread_text(s, fmt='{:.1f}', unit=' %')} extra (target <= {target}) "
           f"{word.upper() if word == 'missed' else word}; CPU time "
-          f"{spread_text(sc, fmt='{:.1f}', unit=' %')}; {load_text(load)}", flush=True)
+          f"{spread_text(sc, fmt='{:.1f}', unit=' %')}; two runs without, the same way (A/A): "
+          f"{spread_text(sn, fmt='{:.1f}', unit=' %')}; {load_text(load)}", flush=True)
 
 
 def main(argv=None):
