@@ -360,7 +360,7 @@ def computes(i):
 
 @tg.task
 def sleeps_undeclared(i):
-    time.sleep(0.005)
+    time.sleep(0.02)
     return i
 
 
@@ -388,8 +388,10 @@ def test_trace_records_cpu_time_and_waits(tmp_path):
     # Computing: the CPU time is measured (tasks of 1 ms or more that join nothing; never below
     # the truth); how much of it shows as waiting depends on the machine's load, not asserted.
     assert all(r.cpu is not None and r.cpu >= 4_000_000 for r in by["computes"])
-    # Waiting undeclared: measured, mostly waiting; declared: its wait is exact.
-    assert all(r.cpu is not None and r.waiting >= 4_000_000 for r in by["sleeps_undeclared"])
+    # Waiting undeclared: measured, mostly waiting (a thread woken from its sleep may wait for a
+    # core on a loaded machine, which counts as busy: half the sleep is asserted); declared:
+    # its wait is exact.
+    assert all(r.cpu is not None and r.waiting >= 10_000_000 for r in by["sleeps_undeclared"])
     assert all(r.blocked >= 4_000_000 and r.waiting >= r.blocked for r in by["sleeps_declared"])
     # Waiting is not work.
     assert tr.work == sum(r.own - r.waiting for r in tr.records)
