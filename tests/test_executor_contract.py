@@ -77,7 +77,9 @@ def shutdown_from_done_callback(cls):
         seen["shutdown there"] = raised(ex.shutdown)
         done.set()
 
-    ex.submit(time.sleep, 0.05).add_done_callback(callback)
+    gate = threading.Event()  # the call ends after the callback is added (else it runs here)
+    ex.submit(gate.wait, HANG).add_done_callback(callback)
+    gate.set()
     assert done.wait(HANG), "HANG: the callback never ran or its shutdown never returned"
     return (seen, raised(ex.submit, abs, 1), ends(ex.shutdown))
 
