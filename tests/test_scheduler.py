@@ -507,6 +507,7 @@ if pid == 0:
     print("child: done", flush=True)
     sys.stdout.flush()
     os._exit(0)
+faulthandler.dump_traceback_later(90, exit=True)        # the parent's side too: stacks, not a hang
 _, status = os.waitpid(pid, 0)
 gate.set()
 assert in_flight.result() == "parent"
