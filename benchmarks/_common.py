@@ -110,13 +110,23 @@ def worker_cpu(s):
     worker's share of a run, set against the 1-worker run's, is a speed-up that other
     programs on a shared machine do not move (time spent waiting or descheduled is not in
     it: the wall-clock figure is still the one a target is judged by)."""
+    st = worker_schedstat(s)
+    return None if st is None else [cpu for cpu, _ in st]
+
+
+def worker_schedstat(s):
+    """(on-CPU seconds, seconds ready to run but waiting for a CPU) of each worker thread of
+    scheduler s so far: the first two fields of /proc/self/task/<tid>/schedstat, or None where
+    that cannot be read. Read them when the workers are parked (the kernel brings the fields
+    up to date when a thread is switched out)."""
     import threading
     out = []
     for i in range(s.workers):
         th = [t for t in threading.enumerate() if t.name == f"taskgraph-{s.number}-w{i}"]
         try:
             with open(f"/proc/self/task/{th[0].native_id}/schedstat") as fh:
-                out.append(int(fh.read().split()[0]) / 1e9)
+                f = fh.read().split()
+            out.append((int(f[0]) / 1e9, int(f[1]) / 1e9))
         except (IndexError, OSError, ValueError):
             return None
     return out

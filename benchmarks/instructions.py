@@ -38,6 +38,24 @@ WORKLOADS = {
              "s.compute([trivial(i) for i in range(1000)])\n",
              "s.compute([trivial(i) for i in range({n} * 1000)])\n",
              "trivial lazy tasks computed from the main thread, 1 worker (1000 per unit)", 1000),
+    # The same trivial lazy tasks, 1000 to a compute: alone, with a trace open, and with a live
+    # feed attached (what an open dashboard adds on the workers) whose records the main thread
+    # drains after each compute as the dashboard's sampler does.
+    "lazy_1000": ("from per_task import trivial\nimport taskgraph as tg\ns = tg.Scheduler(1)\n"
+                  "s.compute([trivial(i) for i in range(1000)])\n",
+                  "for _ in range({n}): s.compute([trivial(i) for i in range(1000)])\n",
+                  "trivial lazy tasks, 1000 to a compute from the main thread, 1 worker", 1000),
+    "lazy_traced": ("from per_task import trivial\nimport taskgraph as tg\ns = tg.Scheduler(1)\n"
+                    "s.compute([trivial(i) for i in range(1000)])\ntr = tg.trace()\ntr.__enter__()\n",
+                    "for _ in range({n}): s.compute([trivial(i) for i in range(1000)])\n",
+                    "the same with a trace open (tg.trace())", 1000),
+    "lazy_feed": ("from per_task import trivial\nimport taskgraph as tg\n"
+                  "from taskgraph._native import core\nfrom taskgraph.dashboard.model import Model\n"
+                  "s = tg.Scheduler(1)\ns.compute([trivial(i) for i in range(1000)])\nm = Model()\n"
+                  "f = core.LiveFeed(s._engine)\n",
+                  "for _ in range({n}):\n    s.compute([trivial(i) for i in range(1000)])\n"
+                  "    f.drain(m.tick0, m.us_per_tick, m.bucket_us, 4000)\n",
+                  "the same with a dashboard's live feed attached, drained after each compute as its sampler does", 1000),
     "stencil": ("from per_task import stencil, cell\nimport taskgraph as tg\ns = tg.Scheduler(1)\n"
                 "s.compute(stencil(8, 8, cell))\n",
                 "for _ in range({n}): s.compute(stencil(16, 16, cell))\n",
@@ -83,8 +101,8 @@ def run(setup, body, n, tmp):
     subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
                     f"--callgrind-out-file={out}"] + cmd + [script], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
-    totals, files = {}, {}
-    for part in glob.glob(out + "-*"):  # one file per thread
+    totals, files, main_thread = {}, {}, 0
+    for part in glob.glob(out + "-*"):  # one file per thread (-01: the main thread)
         ann = subprocess.run(["callgrind_annotate", "--threshold=100", part], capture_output=True,
                              text=True, check=True).stdout
         for line in ann.splitlines():
@@ -92,6 +110,8 @@ def run(setup, body, n, tmp):
             if not m or "PROGRAM TOTALS" in line:
                 continue
             count = int(m.group(1).replace(",", ""))
+            if part.endswith("-01"):
+                main_thread += count
             fname, func, obj = m.group(2), m.group(3), m.group(4) or ""
             mine = re.search(r"csrc/((py/)?[a-z_]+)\.[ch]$", fname)
             if mine:  # taskgraph's own code, per source file (header inlines go to their file)
@@ -100,7 +120,7 @@ def run(setup, body, n, tmp):
                 if test(fname, func, obj):
                     totals[cat] = totals.get(cat, 0) + count
                     break
-    return totals, files
+    return totals, files, main_thread
 
 
 def main(argv=None):
@@ -117,7 +137,7 @@ def main(argv=None):
         for name, (setup, body, desc, per_unit) in WORKLOADS.items():
             if a.only and name not in a.only.split(","):
                 continue
-            (small, fs), (big, fb) = run(setup, body, a.n, tmp), run(setup, body, 2 * a.n, tmp)
+            (small, fs, ms), (big, fb, mb) = run(setup, body, a.n, tmp), run(setup, body, 2 * a.n, tmp)
             tasks = a.n * per_unit
             per = {cat: (big.get(cat, 0) - small.get(cat, 0)) / tasks for cat, _ in CATEGORIES}
             per = {k: v for k, v in per.items() if abs(v) >= 0.5}
@@ -125,8 +145,9 @@ def main(argv=None):
             by_file = dict(sorted(((k, v) for k, v in by_file.items() if abs(v) >= 0.5),
                                   key=lambda kv: -kv[1]))
             results[name] = {"description": desc, "per_task": per, "total": sum(per.values()),
-                             "taskgraph_by_file": by_file}
-            print(f"{name}: {desc}: {sum(per.values()):.0f} instructions per task", flush=True)
+                             "main_thread": (mb - ms) / tasks, "taskgraph_by_file": by_file}
+            print(f"{name}: {desc}: {sum(per.values()):.0f} instructions per task "
+                  f"({(mb - ms) / tasks:.0f} on the main thread)", flush=True)
             for k, v in sorted(per.items(), key=lambda kv: -kv[1]):
                 print(f"    {v:8.0f}  {k}")
             if by_file:

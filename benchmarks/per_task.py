@@ -48,7 +48,7 @@ import time
 
 import taskgraph as tg
 from _common import (Machine, alternate, is_idle, load_text, spread_text, summary,  # noqa: F401
-                     timed, verdict)  # (cutoff.py imports alternate from here)
+                     timed, verdict, worker_schedstat)  # (cutoff.py imports alternate from here)
 from _floor import load_floor
 from targets import (C1, C1_FLOOR_ABOVE, C1_NS_OVER_FLOOR, COMPUTE_STAR, FIB_INFLATION, FIB_SPEEDUP,
                      GATHER, TRACING_PCT, c1_verdict)
@@ -274,12 +274,17 @@ def main(argv=None):
     if on("fib_cutoff", "fib_inflation"):
         n = 25 if q else 28
         traces = {1: [], 2: []}
+        oncpu = {1: [], 2: []}  # per traced run: the workers' seconds on a CPU (schedstat)
 
         def traced(s, w):
             def run():
+                before = worker_schedstat(s)
                 with tg.trace() as tr:
                     s.compute(fib(n, 16))
+                after = worker_schedstat(s)
                 traces[w].append(tr)
+                if before and after:
+                    oncpu[w].append(sum(b[0] - a[0] for a, b in zip(before, after)))
             return run
 
         with tg.Scheduler(workers=1) as s1, tg.Scheduler(workers=2) as s2:
@@ -293,6 +298,14 @@ def main(argv=None):
                "over 1 (Trace.inflation)", [b.inflation(a) for a, b in zip(traces[1], traces[2])], "",
                FIB_INFLATION, "lower", load=load, work_1w_ms=summary([t.work / 1e6 for t in traces[1]]),
                work_2w_ms=summary([t.work / 1e6 for t in traces[2]]))
+        if len(oncpu[1]) == len(oncpu[2]) == len(traces[1]):
+            # A task's own time is wall-clock: a worker descheduled while it runs is charged the
+            # wait. The workers' time on a CPU over the compute, 2 workers over 1, has no wait
+            # in it (and counts the 2-worker run's searching and stealing as work): the same
+            # ratio without the machine's descheduling.
+            ratio = [b / a for a, b in zip(oncpu[1], oncpu[2])]
+            res[-1]["cpu_time_inflation"] = summary(ratio)
+            print(f"    the workers' time on a CPU, 2 workers over 1: {spread_text(summary(ratio))}")
 
     # 4: 1,000,000 lazy trivial tasks, built and computed end to end
     if on("lazy_million"):

@@ -224,6 +224,21 @@ def instructions_table(ins, ins13, env):
         lines.append(f"| {w['description']} | **{w['total']:.0f}** | "
                      + " | ".join(f"{w['per_task'].get(c, 0):.0f}" for c in cats)
                      + (f" | {w13['total']:.0f} |" if w13 else " | not measured |"))
+    base, traced, fed = (ins.get(k) for k in ("lazy_1000", "lazy_traced", "lazy_feed"))
+    if base and traced and fed:
+        def off_main(w):  # the worker's share: every thread but the main one
+            return w["total"] - w.get("main_thread", 0)
+        lines += ["", f"What observing costs a trivial lazy task (its rows above): a trace open adds "
+                  f"{traced['total'] - base['total']:.0f} instructions "
+                  f"({(traced['total'] / base['total'] - 1) * 100:.1f}%; on the worker "
+                  f"{off_main(traced) - off_main(base):.0f}, "
+                  f"{(off_main(traced) / off_main(base) - 1) * 100:.1f}% of its "
+                  f"{off_main(base):.0f}); a dashboard's live feed adds "
+                  f"{off_main(fed) - off_main(base):.0f} on the worker "
+                  f"({(off_main(fed) / off_main(base) - 1) * 100:.1f}%) and "
+                  f"{fed.get('main_thread', 0) - base.get('main_thread', 0):.0f} where its records "
+                  f"are read (the sampler's drain), {(fed['total'] / base['total'] - 1) * 100:.1f}% "
+                  f"of the task's instructions in all."]
     return "\n".join(lines)
 
 
