@@ -350,6 +350,9 @@ static PyMethodDef methods[] = {
      "ticks to the ns of time.perf_counter_ns()."},
     {"clock_tsc", tg_py_clock_tsc, METH_NOARGS,
      "clock_tsc() -> whether the records' ticks are the TSC (else they are ns already)."},
+    {"_trace_fences", tg_py_trace_fences, METH_NOARGS,
+     "_trace_fences() -> 1: the trace's writers use asymmetric fences (membarrier at the "
+     "closer); 0: seq_cst on both sides; -1: no trace opened yet."},
     {"trace_gc_phase", tg_py_trace_gc_phase, METH_O,
      "trace_gc_phase(starting): a collection starts (True) or ends (False); the recorders "
      "subtract collections from the tasks' own time."},

@@ -28,48 +28,48 @@
 
 #include <sched.h>
 #if defined(__linux__)
-#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+/* membarrier(2)'s commands, Linux's ABI (linux/membarrier.h has them in an enum, out of #if's
+ * reach): PRIVATE_EXPEDITED since Linux 4.14. */
+#define TG_MB_QUERY 0
+#define TG_MB_PRIVATE_EXPEDITED (1 << 3)
+#define TG_MB_REGISTER_PRIVATE_EXPEDITED (1 << 4)
 
 /* 1: the closer's membarrier stands in for the writers' barrier (above); 0: seq_cst on both
- * sides. Decided at the first trace_start (under trace_mu, before any recorder is attached,
- * so a writer that sees a recorder sees the decision: the attach's release store), never
- * changed after. */
+ * sides. Decided at the first trace_start (under trace_mu, before any recorder is attached, so
+ * a writer that sees a recorder sees the decision: the attach's release store), then fixed. */
 static _Atomic int asym_fences = -1;
 
 static int membarrier_cmd(int cmd) {
 #if defined(__linux__) && defined(__NR_membarrier)
     return (int)syscall(__NR_membarrier, cmd, 0, 0);
 #else
-    (void)cmd;
-    return -1;
+    return (void)cmd, -1;
 #endif
 }
 
 /* The closer's barrier for every thread of the process: 1 if done. */
 static int expedited_barrier(void) {
-#if defined(__linux__) && defined(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
-    if (membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return 1;
-    return membarrier_cmd(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
-           membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
-#else
-    return 0;
-#endif
+    if (membarrier_cmd(TG_MB_PRIVATE_EXPEDITED) == 0) return 1;
+    return membarrier_cmd(TG_MB_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+           membarrier_cmd(TG_MB_PRIVATE_EXPEDITED) == 0;
 }
 
 /* asym_fences, decided once (trace_mu held). */
 static void decide_fences(void) {
     if (atomic_load_explicit(&asym_fences, memory_order_relaxed) >= 0) return;
-    int ok = 0;
-#if defined(__linux__) && defined(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
-    int q = membarrier_cmd(MEMBARRIER_CMD_QUERY);
-    ok = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-         membarrier_cmd(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-#endif
+    int q = membarrier_cmd(TG_MB_QUERY);
+    int ok = q > 0 && (q & TG_MB_PRIVATE_EXPEDITED) &&
+             membarrier_cmd(TG_MB_REGISTER_PRIVATE_EXPEDITED) == 0;
     /* Relaxed: published to the writers by the attach's release store (above). */
     atomic_store_explicit(&asym_fences, ok, memory_order_relaxed);
+}
+
+PyObject *tg_py_trace_fences(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused; /* relaxed: a report of the decision taken once (above) */
+    return PyLong_FromLong(atomic_load_explicit(&asym_fences, memory_order_relaxed));
 }
 
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;

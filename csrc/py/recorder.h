@@ -138,6 +138,9 @@ void tg_watch_block_end(tg_watch *w);
 /* trace_start() / trace_stop() of the module (see recorder.c). */
 PyObject *tg_trace_start(PyObject *mod, PyObject *unused);
 PyObject *tg_trace_stop(PyObject *mod, PyObject *unused);
+/* _trace_fences() of the module: 1 if the records' hazard protocol uses asymmetric fences
+ * (membarrier), 0 if seq_cst on both sides, -1 before the first trace decided it. */
+PyObject *tg_py_trace_fences(PyObject *mod, PyObject *unused);
 /* In a child process after fork() (single-threaded): resets the trace lock and forgets every
  * observer made before the fork (their engines never run there). */
 void tg_trace_after_fork_child(void);
