@@ -13,7 +13,9 @@ empty, some worker is idle (``Engine.wants_work``, one C call) and what is left 
 of what is left as a new task and keeps the left half. A stolen half splits the same way, so
 the number of tasks follows the number of idle workers, not the number of items (rayon's
 adaptive splitter and Tzannes et al.'s lazy binary splitting share this idea); a map too small
-to pay for a second worker never splits. With a fixed ``chunksize`` the range is split in halves
+to pay for a second worker never splits. Items of a millisecond or more (_SPLIT_EAGER) are
+split off without waiting for an idle worker, down to one per task: beside them a task costs
+nothing, and an item that waits (I/O) gets a spare worker only as a task of its own. With a fixed ``chunksize`` the range is split in halves
 on chunk boundaries instead, down to one chunk per task. Each block runs in one C call
 (``core.map_into``: fn per item, the result stored in place in the output list).
 """
@@ -41,6 +43,11 @@ _BLOCK_MAX = 1 << 14
 # What is left of a range is handed to an idle worker only if it is expected to take at least
 # this long (seconds): less does not pay for waking a worker, moving the items and joining.
 _SPLIT_MIN = 100e-6
+# Items of this many seconds or more are handed out in halves without waiting for an idle
+# worker: a task costs about a microsecond beside them, and items that wait (I/O, sleeps) get
+# their spare workers only once they are tasks of their own, not while one task runs them in
+# turn.
+_SPLIT_EAGER = 1e-3
 
 _map_into = core.map_into
 
@@ -159,7 +166,7 @@ def _split_point(st, lo, hi, eng, per):
         nch = -(-(hi - lo) // st.chunk)
         return lo + (nch // 2) * st.chunk if nch > 1 else 0
     if (hi - lo > 1 and eng is not None and per is not None and (hi - lo) * per >= _SPLIT_MIN
-            and eng.wants_work()):
+            and (per >= _SPLIT_EAGER or eng.wants_work())):
         return (lo + hi + 1) // 2
     return 0
 
@@ -176,7 +183,8 @@ def _first_block(st):
 
 
 def _run_range(st, lo, hi):
-    """The body of a range task: runs items [lo, hi), splitting off halves for idle workers,
+    """The body of a range task: runs items [lo, hi), splitting off halves for idle workers
+    (or at once, for items of a millisecond or more),
     then joins the halves it handed out."""
     eng = core.current_engine()
     kids = []
@@ -302,7 +310,8 @@ def map(fn, *iterables, chunksize: int | None = None) -> list:
     ``fn`` may be a plain callable or a ``tg.Task`` (also a Task used as a method, or wrapped
     in ``functools.partial``): a Task's function is called per item (no node per item), and
     its ``retries``/``retry_on`` apply to each item on its own. ``chunksize=None`` splits
-    adaptively (only when a worker is idle and what is left is worth moving); an int >= 1
+    adaptively (when a worker is idle and what is left is worth moving; items of a
+    millisecond or more are split off at once, down to one per task); an int >= 1
     cuts the input into chunks of that many items, one task each.
 
     Outside a task: a compute of its own on the current scheduler (``tg.current_scheduler()``,

@@ -293,9 +293,8 @@ def test_executor_one_worker_runs_one_call_at_a_time():
 
 
 def test_blocking_in_map_and_dask_get():
-    # tg.map: a range's items run one after another until a worker is idle between two of
-    # them, so the items do not all wait at once; a spare goes on duty while one waits and
-    # takes the other half of the range.
+    # tg.map: items of a few milliseconds are handed out one per task; each declared wait
+    # puts a spare on duty.
     def naps(i):
         with tg.blocking():
             time.sleep(0.005)
@@ -317,6 +316,31 @@ def test_blocking_in_map_and_dask_get():
     graph = {f"x{i}": (meet, i) for i in range(8)}
     graph["total"] = (sum, [f"x{i}" for i in range(8)])
     assert dask_get(graph, "total") == 2 * sum(range(8))
+
+
+@pytest.mark.parametrize("via", ["tg.map", "Executor.map"])
+def test_map_items_that_take_milliseconds_wait_side_by_side(via):
+    # Once an item is seen to take a millisecond or more, a map hands out the rest of its range
+    # in halves without waiting for an idle worker: the 39 items after the first, each waiting
+    # until all 39 wait at once, meet. Split only for idle workers, two range tasks would each
+    # run one waiting item and no spare would get the rest: the barrier would time out and its
+    # BrokenBarrierError come out of the map.
+    meeting = threading.Barrier(39, timeout=30)
+
+    def item(i):
+        if i == 0:  # the first item teaches the map how long items take
+            time.sleep(0.005)
+        else:
+            with tg.blocking():
+                meeting.wait()
+        return i
+
+    if via == "tg.map":
+        with tg.Scheduler(2):
+            assert list(tg.map(item, range(40))) == list(range(40))
+    else:
+        with tg.Executor() as ex:
+            assert list(ex.map(item, range(40))) == list(range(40))
 
 
 def test_idle_scheduler_with_spares_uses_almost_no_cpu():
