@@ -141,6 +141,9 @@ TARGETS = [
     Target("200 calls waiting 50 ms, tg.Executor().submit", f"<= {WAITING_CALLS} s",
            waiting("calls", "taskgraph_executor", "200 calls waiting 50 ms through "
                    "tg.Executor().submit, s"), WAITING_CALLS, "lower", "{:.3f}", " s"),
+    Target("200 calls waiting 50 ms, tg.Executor().map", f"<= {WAITING_CALLS} s",
+           waiting("calls", "taskgraph_executor_map", "200 calls waiting 50 ms through "
+                   "tg.Executor().map, s"), WAITING_CALLS, "lower", "{:.3f}", " s"),
     Target("200 tasks waiting 50 ms in tg.blocking()", f"<= {WAITING_CALLS} s",
            waiting("calls", "tasks_blocking", "200 tasks waiting 50 ms inside tg.blocking(), s"),
            WAITING_CALLS, "lower", "{:.3f}", " s"),

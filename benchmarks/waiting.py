@@ -15,7 +15,9 @@
      in flight (a thread keeps computing batches of 100 such tasks on the same scheduler until
      fib is done), against plain recursive fib(28): target >= 1.8x; beside it fib alone. A
      round times ten computes of fib back to back (one takes ~20 ms, less than a batch's
-     50 ms: timed alone, a round would catch a batch's start or none by chance);
+     50 ms: timed alone, a round would catch a batch's start or none by chance); and, as a
+     control, fib beside the same waits made by plain threads (batches of 100 time.sleep calls
+     through a ThreadPoolExecutor(100)): what the waits' own wake-ups cost fib on these cores;
   4. 10,000 waiting tasks (0.2 ms each) on tg.Scheduler(2): the most spare threads alive at
      once (target: never above the bound, Scheduler.spares), and how long after the last task
      the spare threads are gone (target: within a second; the default spare_idle is 0.5 s).
@@ -29,6 +31,7 @@ import argparse
 import asyncio
 import concurrent.futures as cf
 import os
+import statistics
 import sys
 import threading
 import time
@@ -111,10 +114,40 @@ def calls(runs, n):
     for (name, _), ts in zip(sides.items(), times):
         out[name] = {**summary(ts), "values": list(ts)}
         print(f"  {name:28s} {spread_text(out[name], unit=' s')}")
-    for name in ("taskgraph_executor", "tasks_blocking", "tasks_blocking_option"):
+    for name in ("taskgraph_executor", "taskgraph_executor_map", "tasks_blocking", "tasks_blocking_option"):
         word, det = verdict(times[list(sides).index(name)], 0.5, "lower", load=load)
         out[f"verdict_{name}"] = {"word": word, **det}
         print(f"  target <= 0.5 s, {name}: {word}")
+    return out
+
+
+def scheduler_threads(s):
+    """{thread id: (kind, s on a CPU, s ready to run without one)} of the live threads of
+    scheduler s, kind "workers" or "spares" (Linux's /proc/self/task/<tid>/schedstat)."""
+    out = {}
+    for th in threading.enumerate():
+        kind = ("workers" if th.name.startswith(f"taskgraph-{s.number}-w") else
+                "spares" if th.name.startswith(s._spare_prefix) else None)
+        if kind is None or th.native_id is None:
+            continue
+        try:
+            with open(f"/proc/self/task/{th.native_id}/schedstat") as fh:
+                f = fh.read().split()
+        except OSError:
+            continue  # ended meanwhile
+        out[th.native_id] = (kind, int(f[0]) / 1e9, int(f[1]) / 1e9)
+    return out
+
+
+def threads_delta(before, after):
+    """{kind: [CPU s, run-queue s]} used between two scheduler_threads() readings by the threads
+    alive at the second (one that ended meanwhile is left out; one that started counts from 0)."""
+    out = {}
+    for tid, (kind, cpu, queued) in after.items():
+        _, cpu0, queued0 = before.get(tid, (kind, 0.0, 0.0))
+        d = out.setdefault(kind, [0.0, 0.0])
+        d[0] += cpu - cpu0
+        d[1] += queued - queued0
     return out
 
 
@@ -122,15 +155,20 @@ def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
     """fib(n) (cutoff) on Scheduler(2) while a thread keeps `inflight` waiting tasks going on
     the same scheduler; and fib alone; against plain recursive fib(n). Each figure of a round
     is the time of `per_round` computes back to back."""
-    with tg.Scheduler(2) as s:
+    with tg.Scheduler(2) as s, cf.ThreadPoolExecutor(inflight) as pool:
         s.compute(fib(20, cutoff))
+        list(pool.map(time.sleep, [0.001] * inflight))  # its threads started
         batches = [0]
 
-        def alone():
-            t0 = time.perf_counter()
+        threads = {}  # per side: per round, the scheduler's threads' CPU and run-queue seconds
+
+        def alone(side="alone"):
+            c0, t0 = scheduler_threads(s), time.perf_counter()
             for _ in range(per_round):
                 assert s.compute(fib(n, cutoff)) == fib_serial_value
-            return time.perf_counter() - t0
+            t, c1 = time.perf_counter() - t0, scheduler_threads(s)
+            threads.setdefault(side, []).append(threads_delta(c0, c1))
+            return t
 
         def serial():
             t0 = time.perf_counter()
@@ -138,27 +176,36 @@ def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
                 fib_serial(n)
             return time.perf_counter() - t0
 
-        def with_waits():  # times fib only (not the start of the waiting or its end)
+        def beside(batch, side):  # times fib only (not the start of the waiting or its end)
             stop = threading.Event()
 
             def keep_going():
                 while not stop.is_set():
-                    s.compute([waits_declared(i) for i in range(inflight)])
-                    batches[0] += 1
+                    batch()
 
             th = threading.Thread(target=keep_going)
             th.start()
             time.sleep(WAIT / 2)  # the first batch is waiting
             try:
-                return alone()
+                return alone(side)
             finally:
                 stop.set()
                 th.join()
 
+        def tasks_batch():
+            s.compute([waits_declared(i) for i in range(inflight)])
+            batches[0] += 1
+
+        def with_waits():
+            return beside(tasks_batch, "with_waiting")
+
+        def with_thread_waits():
+            return beside(lambda: list(pool.map(time.sleep, [WAIT] * inflight)), "with_thread_waits")
+
         fib_serial_value = fib_serial(n)
         m = Machine()
-        t_serial, t_alone, t_waits = alternate([serial, alone, with_waits], runs,
-                                               timer=lambda f: f())
+        t_serial, t_alone, t_waits, t_threads = alternate(
+            [serial, alone, with_waits, with_thread_waits], runs, timer=lambda f: f())
         load = m.stop()
         st = s.spare_stats()
     speed = [a / b for a, b in zip(t_serial, t_waits)]
@@ -169,6 +216,8 @@ def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
            "speedup_with_waiting": {**summary(speed), "values": speed},
            "speedup_alone": summary([a / b for a, b in zip(t_serial, t_alone)]),
            "with_over_alone": {**summary(kept), "values": kept},
+           "thread_waits_over_alone": summary([a / b for a, b in zip(t_alone, t_threads)]),
+           "threads_s": threads,
            "waiting_batches": batches[0], "spare_stats": st}
     word, det = verdict(speed, 1.8, "higher", load=load)
     out["verdict"] = {"word": word, **det}
@@ -181,7 +230,20 @@ def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
           f"{spread_text(out['speedup_with_waiting'], fmt='{:.2f}', unit='x')} "
           f"({batches[0]} batches of {inflight}; peak {st['peak_threads']} spare threads)")
     print(f"  speed kept beside the waiting (alone's time over with's, per round): "
-          f"{spread_text(out['with_over_alone'], fmt='{:.2f}')}")
+          f"{spread_text(out['with_over_alone'], fmt='{:.2f}')}; beside the same waits in plain "
+          f"threads (ThreadPoolExecutor({inflight})): "
+          f"{spread_text(out['thread_waits_over_alone'], fmt='{:.2f}')}")
+    for side, what in (("alone", "alone"), ("with_waiting", "beside the waiting tasks"),
+                       ("with_thread_waits", "beside the plain threads' waits")):
+        parts = []
+        for kind in ("workers", "spares"):
+            rounds_ = [r[kind] for r in threads.get(side, []) if kind in r]
+            if rounds_:
+                cpu = statistics.median(r[0] for r in rounds_) * 1e3
+                queued = statistics.median(r[1] for r in rounds_) * 1e3
+                parts.append(f"{kind} {cpu:.0f} ms on a CPU, {queued:.0f} ms ready without one")
+        if parts:
+            print(f"  the scheduler's threads, median of a round, {what}: " + "; ".join(parts))
     print(f"  target >= 1.8x: {word}")
     return out
 
