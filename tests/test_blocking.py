@@ -320,15 +320,16 @@ def test_blocking_in_map_and_dask_get():
 
 @pytest.mark.parametrize("via", ["tg.map", "Executor.map"])
 def test_map_items_that_take_milliseconds_wait_side_by_side(via):
-    # Once an item is seen to take a millisecond or more, a map hands out the rest of its range
-    # in halves without waiting for an idle worker: the 39 items after the first, each waiting
-    # until all 39 wait at once, meet. Split only for idle workers, two range tasks would each
-    # run one waiting item and no spare would get the rest: the barrier would time out and its
-    # BrokenBarrierError come out of the map.
-    meeting = threading.Barrier(39, timeout=30)
+    # Once two blocks in a row took a millisecond or more per item, a map hands out the rest
+    # of its range in halves without waiting for an idle worker: on one worker with spares, the
+    # 38 items after the first two, each waiting until all 38 wait at once, meet. Split only for
+    # an idle worker, the range task would hold the rest while its item waits and the spare
+    # would find nothing to do: the barrier would time out and its BrokenBarrierError come out
+    # of the map.
+    meeting = threading.Barrier(38, timeout=30)
 
     def item(i):
-        if i == 0:  # the first item teaches the map how long items take
+        if i < 2:  # the first two items teach the map how long items take
             time.sleep(0.005)
         else:
             with tg.blocking():
@@ -336,11 +337,24 @@ def test_map_items_that_take_milliseconds_wait_side_by_side(via):
         return i
 
     if via == "tg.map":
-        with tg.Scheduler(2):
+        with tg.Scheduler(1, spares=64):
             assert list(tg.map(item, range(40))) == list(range(40))
     else:
-        with tg.Executor() as ex:
+        with tg.Executor(1, spares=64) as ex:
             assert list(ex.map(item, range(40))) == list(range(40))
+
+
+def test_a_trivial_map_whose_first_item_pauses_is_not_split_item_by_item():
+    # One slow block may be a pause (a collection, a descheduled thread): it does not make a
+    # map of trivial items hand out a task per item.
+    def item(i):
+        if i == 0:
+            time.sleep(0.005)
+        return i
+
+    with tg.Scheduler(1), tg.trace() as tr:
+        assert tg.map(item, range(50_000)) == list(range(50_000))
+    assert len(tr.records) < 100  # split on that one block: thousands of range tasks
 
 
 def test_idle_scheduler_with_spares_uses_almost_no_cpu():
