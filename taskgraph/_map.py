@@ -13,13 +13,8 @@ empty, some worker is idle (``Engine.wants_work``, one C call) and what is left 
 of what is left as a new task and keeps the left half. A stolen half splits the same way, so
 the number of tasks follows the number of idle workers, not the number of items (rayon's
 adaptive splitter and Tzannes et al.'s lazy binary splitting share this idea); a map too small
-to pay for a second worker never splits. Once two blocks in a row of one task took a
-millisecond or more per item (_SPLIT_EAGER), the map's items are split off without waiting for
-an idle worker, down to one per task: beside them a task costs nothing, and an item that waits
-(I/O) gets a spare worker only as a task of its own (one slow block may be a pause: a
-collection, a descheduled thread). With a
-fixed ``chunksize`` the range is split in halves on chunk boundaries instead, down to one
-chunk per task. Each block runs in one C call
+to pay for a second worker never splits. With a fixed ``chunksize`` the range is split in halves
+on chunk boundaries instead, down to one chunk per task. Each block runs in one C call
 (``core.map_into``: fn per item, the result stored in place in the output list).
 """
 from __future__ import annotations
@@ -46,13 +41,6 @@ _BLOCK_MAX = 1 << 14
 # What is left of a range is handed to an idle worker only if it is expected to take at least
 # this long (seconds): less does not pay for waking a worker, moving the items and joining.
 _SPLIT_MIN = 100e-6
-# Items of this many seconds or more, in two blocks in a row of one task, are handed out in
-# halves without waiting for an idle worker: a task costs about a microsecond beside them, and
-# items that wait (I/O, sleeps) get their spare workers only once they are tasks of their own,
-# not while one task runs them in turn. Two blocks: a single slow one may be a pause of the
-# process (a collection) or of its thread; splitting a trivial map down to one item per task
-# on such a measure would cost it a task per item.
-_SPLIT_EAGER = 1e-3
 
 _map_into = core.map_into
 
@@ -61,7 +49,7 @@ class _MapState:
     ``lock``); a range task stops at it: items after the first failure are not needed."""
     __slots__ = ("call", "star", "kind", "src", "out", "n", "chunk", "node_task", "fail_at",
                  "error", "from_input", "lock", "cancelled", "per_item", "it", "pulled",
-                 "exhausted", "chunks", "pullers", "workers", "owner", "sized", "eager")
+                 "exhausted", "chunks", "pullers", "workers", "owner", "sized")
 
     def __init__(self, call, star, kind, src, n, chunk, node_task, sized=()):
         self.call, self.star, self.kind, self.src, self.chunk = call, star, kind, src, chunk
@@ -75,7 +63,6 @@ class _MapState:
         self.lock = threading.Lock()
         self.cancelled = False
         self.per_item = None  # seconds per item, measured by the blocks run so far
-        self.eager = False  # items take _SPLIT_EAGER or more: split without an idle worker
         self.it = iter(src) if kind == "pull" else None
         self.pulled = 0
         self.exhausted = False
@@ -172,7 +159,7 @@ def _split_point(st, lo, hi, eng, per):
         nch = -(-(hi - lo) // st.chunk)
         return lo + (nch // 2) * st.chunk if nch > 1 else 0
     if (hi - lo > 1 and eng is not None and per is not None and (hi - lo) * per >= _SPLIT_MIN
-            and (st.eager or eng.wants_work())):
+            and eng.wants_work()):
         return (lo + hi + 1) // 2
     return 0
 
@@ -189,14 +176,12 @@ def _first_block(st):
 
 
 def _run_range(st, lo, hi):
-    """The body of a range task: runs items [lo, hi), splitting off halves for idle workers
-    (or at once while items take a millisecond or more), then joins the halves it handed
-    out."""
+    """The body of a range task: runs items [lo, hi), splitting off halves for idle workers,
+    then joins the halves it handed out."""
     eng = core.current_engine()
     kids = []
     block = _first_block(st)
     ran, spent = 0, 0.0  # items run by this task, and their time (blocks' overheads included)
-    slow = 0  # blocks in a row of this task that took _SPLIT_EAGER or more per item
     per = st.per_item  # seconds per item: another task's measure until this one has its own
     while True:
         hi = min(hi, st.fail_at)  # an earlier item failed: what follows it is not needed
@@ -216,9 +201,6 @@ def _run_range(st, lo, hi):
         if done != b - lo:
             break
         dt = perf_counter() - t0
-        slow = slow + 1 if dt >= _SPLIT_EAGER * done else 0
-        if (slow >= 2) != st.eager and (slow >= 2 or slow == 0):
-            st.eager = slow >= 2  # on after two slow blocks in a row, off after a fast one
         ran, spent, lo = ran + done, spent + dt, b
         # Trusted once a block's fixed cost (a microsecond or so) is small beside what ran:
         # a first item timed alone makes trivial items look slow enough to split.
@@ -320,8 +302,7 @@ def map(fn, *iterables, chunksize: int | None = None) -> list:
     ``fn`` may be a plain callable or a ``tg.Task`` (also a Task used as a method, or wrapped
     in ``functools.partial``): a Task's function is called per item (no node per item), and
     its ``retries``/``retry_on`` apply to each item on its own. ``chunksize=None`` splits
-    adaptively (when a worker is idle and what is left is worth moving; items of a
-    millisecond or more are split off at once, down to one per task); an int >= 1
+    adaptively (only when a worker is idle and what is left is worth moving); an int >= 1
     cuts the input into chunks of that many items, one task each.
 
     Outside a task: a compute of its own on the current scheduler (``tg.current_scheduler()``,

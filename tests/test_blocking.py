@@ -293,8 +293,9 @@ def test_executor_one_worker_runs_one_call_at_a_time():
 
 
 def test_blocking_in_map_and_dask_get():
-    # tg.map: items of a few milliseconds are handed out one per task; each declared wait
-    # puts a spare on duty.
+    # tg.map: a range's items run one after another until a worker is idle between two of
+    # them, so the items do not all wait at once; a spare goes on duty while one waits and
+    # takes the other half of the range.
     def naps(i):
         with tg.blocking():
             time.sleep(0.005)
@@ -316,45 +317,6 @@ def test_blocking_in_map_and_dask_get():
     graph = {f"x{i}": (meet, i) for i in range(8)}
     graph["total"] = (sum, [f"x{i}" for i in range(8)])
     assert dask_get(graph, "total") == 2 * sum(range(8))
-
-
-@pytest.mark.parametrize("via", ["tg.map", "Executor.map"])
-def test_map_items_that_take_milliseconds_wait_side_by_side(via):
-    # Once two blocks in a row took a millisecond or more per item, a map hands out the rest
-    # of its range in halves without waiting for an idle worker: on one worker with spares, the
-    # 38 items after the first two, each waiting until all 38 wait at once, meet. Split only for
-    # an idle worker, the range task would hold the rest while its item waits and the spare
-    # would find nothing to do: the barrier would time out and its BrokenBarrierError come out
-    # of the map.
-    meeting = threading.Barrier(38, timeout=30)
-
-    def item(i):
-        if i < 2:  # the first two items teach the map how long items take
-            time.sleep(0.005)
-        else:
-            with tg.blocking():
-                meeting.wait()
-        return i
-
-    if via == "tg.map":
-        with tg.Scheduler(1, spares=64):
-            assert list(tg.map(item, range(40))) == list(range(40))
-    else:
-        with tg.Executor(1, spares=64) as ex:
-            assert list(ex.map(item, range(40))) == list(range(40))
-
-
-def test_a_trivial_map_whose_first_item_pauses_is_not_split_item_by_item():
-    # One slow block may be a pause (a collection, a descheduled thread): it does not make a
-    # map of trivial items hand out a task per item.
-    def item(i):
-        if i == 0:
-            time.sleep(0.005)
-        return i
-
-    with tg.Scheduler(1), tg.trace() as tr:
-        assert tg.map(item, range(50_000)) == list(range(50_000))
-    assert len(tr.records) < 100  # split on that one block: thousands of range tasks
 
 
 def test_idle_scheduler_with_spares_uses_almost_no_cpu():

@@ -286,8 +286,7 @@ class Executor(_cf.Executor):
         as ``concurrent.futures`` does.
 
         Unlike ThreadPoolExecutor's map, the calls are not one future each: range tasks
-        split the input adaptively (``tg.map``'s splitting: when a worker is idle, or at once
-        for calls of a millisecond or more, so calls that wait do so side by side), so a
+        split the input adaptively (``tg.map``'s splitting: only when a worker is idle), so a
         trivial item costs about what a list comprehension does. ``chunksize`` > 1 cuts the
         input into chunks of that size instead (ThreadPoolExecutor ignores it).
 
