@@ -114,6 +114,18 @@ def worker_cpu(s):
     return None if st is None else [cpu for cpu, _ in st]
 
 
+def thread_schedstat(tid):
+    """(on-CPU seconds, seconds ready to run without a CPU) of thread tid of this process so
+    far: the first two fields of /proc/self/task/<tid>/schedstat; None where that cannot be
+    read (not Linux, or the thread ended)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as fh:
+            f = fh.read().split()
+        return int(f[0]) / 1e9, int(f[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def worker_schedstat(s):
     """(on-CPU seconds, seconds ready to run but waiting for a CPU) of each worker thread of
     scheduler s so far: the first two fields of /proc/self/task/<tid>/schedstat, or None where
@@ -123,12 +135,10 @@ def worker_schedstat(s):
     out = []
     for i in range(s.workers):
         th = [t for t in threading.enumerate() if t.name == f"taskgraph-{s.number}-w{i}"]
-        try:
-            with open(f"/proc/self/task/{th[0].native_id}/schedstat") as fh:
-                f = fh.read().split()
-            out.append((int(f[0]) / 1e9, int(f[1]) / 1e9))
-        except (IndexError, OSError, ValueError):
+        st = thread_schedstat(th[0].native_id) if th else None
+        if st is None:
             return None
+        out.append(st)
     return out
 
 

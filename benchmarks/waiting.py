@@ -37,7 +37,8 @@ import threading
 import time
 
 import taskgraph as tg
-from _common import Machine, alternate, load_text, spread_text, summary, verdict, write_results
+from _common import (Machine, alternate, load_text, spread_text, summary, thread_schedstat, verdict,
+                     write_results)
 from per_task import fib, fib_serial
 
 WAIT = 0.05
@@ -128,14 +129,9 @@ def scheduler_threads(s):
     for th in threading.enumerate():
         kind = ("workers" if th.name.startswith(f"taskgraph-{s.number}-w") else
                 "spares" if th.name.startswith(s._spare_prefix) else None)
-        if kind is None or th.native_id is None:
-            continue
-        try:
-            with open(f"/proc/self/task/{th.native_id}/schedstat") as fh:
-                f = fh.read().split()
-        except OSError:
-            continue  # ended meanwhile
-        out[th.native_id] = (kind, int(f[0]) / 1e9, int(f[1]) / 1e9)
+        st = thread_schedstat(th.native_id) if kind and th.native_id else None
+        if st is not None:  # (None: ended meanwhile)
+            out[th.native_id] = (kind, *st)
     return out
 
 
