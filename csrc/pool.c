@@ -55,6 +55,7 @@ tg_pool *tg_pool_new_spares(int nworkers, int nspares) {
         atomic_init(&w->idle_now, 1);
         atomic_init(&w->blocking, 0);
         atomic_init(&w->has_clock, 0);
+        atomic_init(&w->waits, 0);
     }
     if (tg_spares_init(p, nspares) != 0) goto fail;
     atomic_init(&p->shutdown, 0);

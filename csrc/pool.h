@@ -158,6 +158,12 @@ void tg_pool_detach(tg_pool *p, int w);
  * slot w's thread; nested calls are the caller's to count (one begin, one end). */
 void tg_pool_block_begin(tg_pool *p, int w);
 void tg_pool_block_end(tg_pool *p, int w);
+/* How many waits of slot w's tasks were declared (tg_pool_block_begin, outermost) or found by
+ * the manager (a slot judged stalled) so far: a task compares two readings to learn whether
+ * what ran between them waited (tg.map's ranges do, to hand their items out at once). Any
+ * thread; a recent value (the count moves at the wait's start, or a few milliseconds into
+ * an undeclared one). */
+int32_t tg_pool_waits(tg_pool *p, int w);
 /* The manager's step, on a thread of its own: puts idle spares back on duty, scans the
  * workers for undeclared waits (tasks that keep a slot without progress and use less than half
  * of a core), and sleeps (without a timeout while every slot is idle). Returns a spare slot

@@ -37,11 +37,13 @@ typedef struct {
      * wait), read by the manager every few milliseconds. idle_now: 1 while the worker is in
      * find_idle (searching or parked: not running a task's code), 0 while it runs one.
      * blocking: 1 while a task of this worker is inside a declared wait (tg_pool_block_begin).
+     * waits: how many waits of this slot's tasks were declared or found (tg_pool_waits).
      * The CPU clock and thread id of the slot's thread (tg_pool_attach), read by the manager
      * only while has_clock is 1. */
     _Atomic int32_t idle_now;
     _Atomic int32_t blocking;
     _Atomic int32_t has_clock;
+    _Atomic int32_t waits;
     clockid_t cpu_clock;
     int64_t tid;              /* the slot's thread's id (Linux), or 0: its schedstat */
     /* This worker as a victim: behind a gate while its push count is below gate_pushes

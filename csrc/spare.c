@@ -138,6 +138,9 @@ void tg_pool_block_begin(tg_pool *p, int w) {
     /* Relaxed: the owner's flag, read by the manager's scan (a hint: a declared wait is not
      * counted as an undeclared one). */
     atomic_store_explicit(&p->w[w].blocking, 1, memory_order_relaxed);
+    /* Relaxed RMW: a count read by the slot's own tasks (tg_pool_waits), pairing with nothing;
+     * the manager adds to it too. */
+    atomic_fetch_add_explicit(&p->w[w].waits, 1, memory_order_relaxed);
     /* seq_cst RMW: read by wanted() (relaxed hints) and by the manager's re-check before it
      * sleeps without a timeout (seq_cst load in park_manager): either it sees this wait, or
      * the kick below finds it asleep. */
@@ -151,6 +154,11 @@ void tg_pool_block_end(tg_pool *p, int w) {
     /* seq_cst RMW: see block_begin; the spares see the lower count at their next idle point. */
     atomic_fetch_sub_explicit(&p->sp.blocked, 1, memory_order_seq_cst);
     atomic_store_explicit(&p->w[w].blocking, 0, memory_order_relaxed); /* see block_begin */
+}
+
+int32_t tg_pool_waits(tg_pool *p, int w) {
+    /* Relaxed: see tg_pool_block_begin. */
+    return atomic_load_explicit(&p->w[w].waits, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------- the spares */
@@ -333,7 +341,11 @@ static int scan(tg_pool *p, int64_t now) {
         } else if (paused) {
             stalled += sp->streak[i] >= 2; /* as it was: judged again at the next scan */
         } else if (dt > 0 && (cpu - sp->last_cpu[i]) * 2 < dt) {
-            fresh |= ++sp->streak[i] == 2;
+            if (++sp->streak[i] == 2) {
+                fresh = 1;
+                /* Relaxed RMW: see tg_pool_block_begin. */
+                atomic_fetch_add_explicit(&wk->waits, 1, memory_order_relaxed);
+            }
             stalled += sp->streak[i] >= 2;
         } else {
             fresh |= sp->streak[i] != 0;

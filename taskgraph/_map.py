@@ -26,6 +26,7 @@ from itertools import islice as _islice
 from time import perf_counter
 
 from taskgraph import _inputs
+from taskgraph.blocking import here as _here
 from taskgraph._native import core
 from taskgraph.errors import CancelledError, SchedulerClosedError, add_note
 from taskgraph.scheduler import Scheduler, current_scheduler, scheduler_of_engine
@@ -43,13 +44,17 @@ _BLOCK_MAX = 1 << 14
 _SPLIT_MIN = 100e-6
 
 _map_into = core.map_into
+# The worker's count of waits declared (tg.blocking) or found by the spares' manager: a range
+# whose block of items waited, at _SPLIT_MIN or more per item, hands its items out at once
+# (_MapState.waits), so that they wait side by side instead of in waves.
+_waits = core.waits
 
 class _MapState:
     """What every range task of one map call shares. ``fail_at`` only decreases (under
     ``lock``); a range task stops at it: items after the first failure are not needed."""
     __slots__ = ("call", "star", "kind", "src", "out", "n", "chunk", "node_task", "fail_at",
                  "error", "from_input", "lock", "cancelled", "per_item", "it", "pulled",
-                 "exhausted", "chunks", "pullers", "workers", "owner", "sized")
+                 "exhausted", "chunks", "pullers", "workers", "owner", "sized", "waits")
 
     def __init__(self, call, star, kind, src, n, chunk, node_task, sized=()):
         self.call, self.star, self.kind, self.src, self.chunk = call, star, kind, src, chunk
@@ -63,6 +68,9 @@ class _MapState:
         self.lock = threading.Lock()
         self.cancelled = False
         self.per_item = None  # seconds per item, measured by the blocks run so far
+        # Its items wait (one was found waiting, or declared it): every range splits down to
+        # single items at once; reset by an item that ran quickly without waiting.
+        self.waits = False
         self.it = iter(src) if kind == "pull" else None
         self.pulled = 0
         self.exhausted = False
@@ -158,6 +166,8 @@ def _split_point(st, lo, hi, eng, per):
     if st.chunk:
         nch = -(-(hi - lo) // st.chunk)
         return lo + (nch // 2) * st.chunk if nch > 1 else 0
+    if st.waits and eng is not None:  # items that wait: each a task, so they wait side by side
+        return (lo + hi + 1) // 2 if hi - lo > 1 else 0
     if (hi - lo > 1 and eng is not None and per is not None and (hi - lo) * per >= _SPLIT_MIN
             and eng.wants_work()):
         return (lo + hi + 1) // 2
@@ -175,11 +185,31 @@ def _first_block(st):
     return max(1, min(_BLOCK_MAX, int(_BLOCK_TIME / per)))
 
 
+class _Open:
+    """A range task running a block of items, [.., b) of [.., hi), on this thread
+    (taskgraph/blocking.py's here.range): a declared wait in one of the items hands the rest out."""
+    __slots__ = ("st", "b", "hi", "kids")
+
+    def __init__(self, st, kids):
+        self.st, self.kids = st, kids
+
+    def hand_out(self):
+        """Spawns items [b, hi) as a task of their own, which splits down to single items
+        (its items wait too: _MapState.waits); the range keeps [.., b)."""
+        st, b, hi = self.st, self.b, min(self.hi, self.st.fail_at)
+        if hi > b:
+            st.waits = True
+            self.kids.append(st.node_task(st, b, hi))  # spawned onto this worker's deque
+            self.hi = b
+
+
 def _run_range(st, lo, hi):
     """The body of a range task: runs items [lo, hi), splitting off halves for idle workers,
     then joins the halves it handed out."""
     eng = core.current_engine()
     kids = []
+    here = _here
+    op = _Open(st, kids) if eng is not None else None
     block = _first_block(st)
     ran, spent = 0, 0.0  # items run by this task, and their time (blocks' overheads included)
     per = st.per_item  # seconds per item: another task's measure until this one has its own
@@ -196,11 +226,27 @@ def _run_range(st, lo, hi):
             hi = mid
             continue
         b = min(hi, lo + block)
+        w0 = _waits()
+        if op is not None:
+            op.b, op.hi, prev = b, hi, getattr(here, "range", None)
+            here.range = op
         t0 = perf_counter()
-        done = _block(st, lo, b)
+        try:
+            done = _block(st, lo, b)
+        finally:
+            if op is not None:
+                here.range = prev
+        if op is not None:
+            hi = op.hi  # a declared wait in the block handed out what followed it
         if done != b - lo:
             break
         dt = perf_counter() - t0
+        slow = dt >= (b - lo) * _SPLIT_MIN
+        if _waits() != w0:
+            if slow:  # (a pause among trivial items is a short share of its block)
+                st.waits = True
+        elif st.waits and not slow:  # items that neither wait nor take long: split as needed
+            st.waits = False
         ran, spent, lo = ran + done, spent + dt, b
         # Trusted once a block's fixed cost (a microsecond or so) is small beside what ran:
         # a first item timed alone makes trivial items look slow enough to split.
@@ -302,8 +348,10 @@ def map(fn, *iterables, chunksize: int | None = None) -> list:
     ``fn`` may be a plain callable or a ``tg.Task`` (also a Task used as a method, or wrapped
     in ``functools.partial``): a Task's function is called per item (no node per item), and
     its ``retries``/``retry_on`` apply to each item on its own. ``chunksize=None`` splits
-    adaptively (only when a worker is idle and what is left is worth moving); an int >= 1
-    cuts the input into chunks of that many items, one task each.
+    adaptively (only when a worker is idle and what is left is worth moving; items seen
+    waiting, declared with ``tg.blocking()`` or found by the spares' manager, are split
+    apart at once: docs/api/waiting.md); an int >= 1 cuts the input into chunks of that many
+    items, one task each.
 
     Outside a task: a compute of its own on the current scheduler (``tg.current_scheduler()``,
     or serially inside ``tg.serial()``). Inside a task: fork-join on the calling worker (idle

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from taskgraph._hazards import note as _note_hazard
+from taskgraph.blocking import begin as _declare_wait
 from taskgraph._native import core
 
 __all__ = ["Task", "task", "cancelled"]
@@ -52,7 +53,7 @@ def _declared_wait(fn):
     kept (functools.wraps)."""
     @functools.wraps(fn)
     def waits(*args, **kwargs):
-        core.block_begin()
+        _declare_wait()
         try:
             return fn(*args, **kwargs)
         finally:

@@ -293,17 +293,27 @@ def test_executor_one_worker_runs_one_call_at_a_time():
 
 
 def test_blocking_in_map_and_dask_get():
-    # tg.map: a range's items run one after another until a worker is idle between two of
-    # them, so the items do not all wait at once; a spare goes on duty while one waits and
-    # takes the other half of the range.
-    def naps(i):
+    # tg.map: a declared wait in an item hands out the items after it first, each a task of
+    # its own, so all 40 wait at once, each until all of them do (with the range run one item
+    # after another, the first would wait alone for the barrier's timeout).
+    barrier = threading.Barrier(40, timeout=60)
+
+    def together(i):
         with tg.blocking():
-            time.sleep(0.005)
+            barrier.wait()
         return i * 2
 
-    with tg.Scheduler(2) as s:
-        assert list(tg.map(naps, range(40))) == [i * 2 for i in range(40)]
-        assert s.spare_stats()["activations"] >= 1
+    with tg.Scheduler(2, spares=64) as s:
+        assert tg.map(together, range(40)) == [i * 2 for i in range(40)]
+        assert s.spare_stats()["peak_threads"] >= 38
+    # The same through @tg.task(blocking=True), and through Executor.map.
+    barrier = threading.Barrier(20, timeout=60)
+    together_task = tg.task(blocking=True)(lambda i: (barrier.wait(), i)[1])
+    with tg.Scheduler(2, spares=64):
+        assert tg.map(together_task, range(20)) == list(range(20))
+    with tg.Executor(2) as ex:
+        barrier = threading.Barrier(20, timeout=60)
+        assert list(ex.map(together, range(20))) == [i * 2 for i in range(20)]
     # taskgraph.dask.get: every task is a node of its own; all 8 wait at once.
     barrier = threading.Barrier(8, timeout=60)
 
@@ -317,6 +327,33 @@ def test_blocking_in_map_and_dask_get():
     graph = {f"x{i}": (meet, i) for i in range(8)}
     graph["total"] = (sum, [f"x{i}" for i in range(8)])
     assert dask_get(graph, "total") == 2 * sum(range(8))
+
+
+@needs_detection
+def test_map_items_found_waiting_are_handed_out_each_as_a_task():
+    # The first item waits without saying so, long enough for the manager to find it (it
+    # looks every few milliseconds): from then on the map's items are tasks of their own, as
+    # long as they take long (before, the range handed out halves only to an idle worker
+    # between two items, so 20 waiting items went in waves of 1, 2, 4, 8 and a few). A
+    # trivial map whose first item waits goes back to its blocks at the first quick item
+    # (test_map.py's memory test holds a map to them).
+    def waits(i):
+        time.sleep(0.3 if i == 0 else 0.02)
+        return i
+
+    def first_waits(i):
+        if i == 0:
+            time.sleep(0.3)
+        return i
+
+    with tg.Scheduler(2) as s, tg.trace() as tr:
+        assert tg.map(waits, range(20)) == list(range(20))
+        assert s.spare_stats()["activations"] >= 1
+    ranges = [r for r in tr.records if r.name.startswith("map[")]
+    assert len(ranges) >= 19  # the first range runs items 0 and 1; every other item is a task
+    with tg.Scheduler(2) as s, tg.trace() as tr:
+        assert tg.map(first_waits, range(50_000)) == list(range(50_000))
+    assert len([r for r in tr.records if r.name.startswith("map[")]) < 1000
 
 
 def test_idle_scheduler_with_spares_uses_almost_no_cpu():

@@ -29,6 +29,13 @@ PyObject *tg_block_end(PyObject *mod, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+PyObject *tg_py_waits(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    Runner *W = TG_TLS.worker;
+    return PyLong_FromLong(W ? (long)tg_pool_waits(W->pool, W->index) : -1L);
+}
+
 PyObject *tg_py_pause_note(PyObject *mod, PyObject *starting) {
     (void)mod;
     tg_pool_pause_note(PyObject_IsTrue(starting) == 1);

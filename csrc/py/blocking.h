@@ -10,6 +10,10 @@ PyObject *tg_block_begin(PyObject *mod, PyObject *unused);
 /* block_end(): ends what block_begin declared (nested pairs count as one). */
 PyObject *tg_block_end(PyObject *mod, PyObject *unused);
 
+/* waits() -> the calling worker's count of waits declared or found (tg_pool_waits), or -1
+ * outside a worker: tg.map's ranges compare two readings around a block of items. */
+PyObject *tg_py_waits(PyObject *mod, PyObject *unused);
+
 /* _pause_note(starting): a garbage collection starts (True) or ends (the gc callback that
  * taskgraph.scheduler installs): the managers of spares judge no wait across it. */
 PyObject *tg_py_pause_note(PyObject *mod, PyObject *starting);

@@ -402,6 +402,9 @@ static PyMethodDef methods[] = {
      "block_begin() -> whether this thread is a worker: declares that its task is about to "
      "wait (a spare may run the queued work meanwhile). Pairs with block_end()."},
     {"block_end", tg_block_end, METH_NOARGS, "block_end(): the declared wait is over."},
+    {"waits", tg_py_waits, METH_NOARGS,
+     "waits() -> on a worker: how many waits its tasks declared or were found in so far (compare "
+     "two readings); -1 elsewhere."},
     {"_pause_note", tg_py_pause_note, METH_O,
      "_pause_note(starting): a garbage collection starts or ends (the spares' managers judge "
      "no wait across it)."},

@@ -206,6 +206,9 @@ static void test_undeclared_waits_do_not_deadlock(void) {
     tg_pool_spare_stats(s.p, &st);
     CHECK(st.stalls > 0 && st.started >= 1, "found %lld stalls, started %lld spares",
           (long long)st.stalls, (long long)st.started);
+    /* Each worker's waits were found, and counted on its slot (what tg.map's ranges read). */
+    CHECK(tg_pool_waits(s.p, 0) >= 1 && tg_pool_waits(s.p, 1) >= 1, "waits counted %d and %d",
+          (int)tg_pool_waits(s.p, 0), (int)tg_pool_waits(s.p, 1));
     stop(&s);
     free(jobs);
     printf("ok undeclared waits: the manager's spare ran the releasing task (%lld spares started)\n",
@@ -233,6 +236,9 @@ static void test_declared_waits_bounded_and_retire(void) {
           (long long)st.peak, (long long)peak_alive, LIMIT);
     CHECK(st.started >= 1 && st.activations >= st.started, "started %lld, activations %lld",
           (long long)st.started, (long long)st.activations);
+    int64_t counted = 0; /* every declared wait is counted on its slot */
+    for (int w = 0; w < tg_pool_slots(s.p); w++) counted += tg_pool_waits(s.p, w);
+    CHECK(counted >= N, "%lld waits counted for %d declared", (long long)counted, N);
     /* Retirement: off duty (after SPARE_RECHECK_NS at most) and idle for idle_ns. */
     for (int i = 0; i < 10000 && atomic_load(&spare_threads_alive) > 0; i++) sleep_ms(1);
     tg_pool_spare_stats(s.p, &st);

@@ -287,7 +287,9 @@ class Executor(_cf.Executor):
 
         Unlike ThreadPoolExecutor's map, the calls are not one future each: range tasks
         split the input adaptively (``tg.map``'s splitting: only when a worker is idle), so a
-        trivial item costs about what a list comprehension does. ``chunksize`` > 1 cuts the
+        trivial item costs about what a list comprehension does; once a call is seen waiting
+        (declared with ``tg.blocking()``, or found by the spares' manager), the calls after it
+        become tasks of their own, which wait side by side. ``chunksize`` > 1 cuts the
         input into chunks of that size instead (ThreadPoolExecutor ignores it).
 
         Inside one of this executor's calls the map runs at once, fork-join on that worker
