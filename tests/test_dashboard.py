@@ -239,6 +239,17 @@ def results_held_follow_the_nodes(part):
         assert wait_for(d, lambda st: st["held"] == base + 1)["held"] == base + 1
         del root
         assert wait_for(d, lambda st: st["held"] == base)["held"] == base
+        # Results that outlive their scheduler (its workers' counts go with it) stay counted
+        # until they are let go.
+        with tg.Scheduler(2) as other, dashboard(other):
+            kept = [part(i) for i in range(50)]
+            other.compute(kept)
+        assert wait_for(d, lambda st: st["held"] == base + 50)["held"] == base + 50
+        del kept
+        assert wait_for(d, lambda st: st["held"] == base)["held"] == base
+        del other  # its engine goes, and with it its workers' feeds (their counts are folded)
+        gc.collect()  # what this test made only: the earlier garbage went first
+        assert state(d)["held"] == base
 
 
 def test_long_tasks_are_listed_with_their_times_and_short_ones_summed():

@@ -55,6 +55,10 @@ int32_t tg_feednames_copy(tg_feednames *t, int32_t first, PyObject **out, int32_
     return k;
 }
 
+/* Every live feed of the process (tg_feed_held sums their done_held). */
+static pthread_mutex_t feeds_mu = PTHREAD_MUTEX_INITIALIZER;
+static tg_feedw *feeds;
+
 tg_feedw *tg_feedw_new(tg_feednames *names) {
     tg_feedw *f = PyMem_RawCalloc(1, sizeof *f);
     tg_live *L = f ? tg_live_new() : NULL;
@@ -69,11 +73,25 @@ tg_feedw *tg_feedw_new(tg_feednames *names) {
     f->live = L;
     f->counts = counts;
     f->names = names;
+    tg_lock_detached(&feeds_mu);
+    f->next = feeds;
+    if (feeds) feeds->prev = f;
+    feeds = f;
+    pthread_mutex_unlock(&feeds_mu);
     return f;
 }
 
 void tg_feedw_free(tg_feedw *f) {
     if (!f) return;
+    tg_lock_detached(&feeds_mu);
+    /* What its worker gained stays counted (those nodes still carry `held`). Relaxed: see
+     * livefeed.h (results held); the worker has stopped writing (the observer is freed). */
+    atomic_fetch_add_explicit(&tg_feed_held_total, atomic_load_explicit(&f->done_held, memory_order_relaxed),
+                              memory_order_relaxed);
+    if (f->prev) f->prev->next = f->next;
+    else feeds = f->next;
+    if (f->next) f->next->prev = f->prev;
+    pthread_mutex_unlock(&feeds_mu);
     free(f->live);
     free((void *)f->counts);
     PyMem_RawFree(f);
@@ -149,8 +167,12 @@ void tg_feed_submitted_outside(tg_feednames *t, NodeObject *n, PyObject **ckey, 
 _Atomic int64_t tg_feed_held_total;
 
 int64_t tg_feed_held(void) {
+    tg_lock_detached(&feeds_mu);
     /* Relaxed: see livefeed.h (results held). */
-    return atomic_load_explicit(&tg_feed_held_total, memory_order_relaxed);
+    int64_t held = atomic_load_explicit(&tg_feed_held_total, memory_order_relaxed);
+    for (tg_feedw *f = feeds; f; f = f->next) held += atomic_load_explicit(&f->done_held, memory_order_relaxed);
+    pthread_mutex_unlock(&feeds_mu);
+    return held;
 }
 
 int32_t tg_feed_name_slow(tg_feedw *f, PyObject *name, int slot) {

@@ -39,10 +39,15 @@ typedef struct tg_feedw {
      * reader at any time. They are counted whether or not the ring has room: the counts are
      * never dropped. */
     _Atomic int64_t *counts;
+    /* Tasks that finished done on the worker with this feed attached (each node once: it
+     * carries `held` from then on), for the results-held count: written by the worker only
+     * (relaxed load and store), read by tg_feed_held (relaxed: a recent value). */
+    _Atomic int64_t done_held;
     /* The worker's own cache (its thread only): only names in the table, which holds them,
      * so an address in it always names the same object. */
     PyObject *ckey[TG_FEED_CACHE];
     int32_t cval[TG_FEED_CACHE];
+    struct tg_feedw *next, *prev; /* every live feed of the process (tg_feed_held), under its lock */
 } tg_feedw;
 
 /* An engine's name table (index 0 is "(other names)"), or NULL with an error. */
@@ -72,38 +77,31 @@ static inline void tg_feed_count(_Atomic int64_t *c) {
 
 /* Results held: the nodes whose task finished done on a worker with a feed attached (they
  * carry `held`) and that still hold their result (until they are cleared or freed). A
- * process-wide count: a worker thread keeps its changes in TG_TLS.held and adds them to
- * tg_feed_held_total at least every TG_FEED_HELD_BATCH of them, when a task starts or ends
- * TG_FEED_HELD_TICKS after its last flush, when it goes idle and when its loop ends; any
- * other thread adds its own at once. Relaxed atomic adds: a count that pairs with no other
- * access; the reader (tg_feed_held) wants a recent value. */
+ * process-wide count, the sum of two parts. Gained: each feed's done_held, a count its worker
+ * keeps (two plain instructions per task, no shared line), summed by the reader over the
+ * process's live feeds (a feed freed adds its count to tg_feed_held_total first). Lost: a
+ * result let go is subtracted from tg_feed_held_total, by a worker thread through TG_TLS.held
+ * (added to the total every TG_FEED_HELD_BATCH of them, when it goes idle and when its loop
+ * ends: while it runs tasks the count may lag by fewer than TG_FEED_HELD_BATCH per worker),
+ * by any other thread at once. Relaxed atomic adds: a count that pairs with no other access;
+ * the reader wants a recent value. */
 #define TG_FEED_HELD_BATCH 64
-#define TG_FEED_HELD_TICKS (1 << 21) /* about a millisecond of the records' clock */
 extern _Atomic int64_t tg_feed_held_total;
 static inline void tg_feed_held_flush(void) {
     tg_tls *tls = &TG_TLS;
     if (tls->held) atomic_fetch_add_explicit(&tg_feed_held_total, tls->held, memory_order_relaxed);
     tls->held = 0;
 }
-/* A worker's change of d at time t (ticks); 0: no clock read (flushed by count only). */
-static inline void tg_feed_held_add(int64_t d, int64_t t) {
-    tg_tls *tls = &TG_TLS;
-    if (!tls->worker) {
-        atomic_fetch_add_explicit(&tg_feed_held_total, d, memory_order_relaxed);
-        return;
-    }
-    tls->held += d;
-    if (tls->held >= TG_FEED_HELD_BATCH || tls->held <= -TG_FEED_HELD_BATCH ||
-        (t && t - tls->held_at > TG_FEED_HELD_TICKS)) {
-        tg_feed_held_flush();
-        if (t) tls->held_at = t;
-    }
-}
 /* Node n's result is let go (node.c clears it): counted if n carries `held`. */
 static inline void tg_feed_held_drop(NodeObject *n) {
     if (!n->held) return;
     n->held = 0;
-    tg_feed_held_add(-1, 0);
+    tg_tls *tls = &TG_TLS;
+    if (!tls->worker) {
+        atomic_fetch_add_explicit(&tg_feed_held_total, -1, memory_order_relaxed);
+        return;
+    }
+    if (--tls->held <= -TG_FEED_HELD_BATCH) tg_feed_held_flush();
 }
 /* The count now (what the threads flushed). */
 int64_t tg_feed_held(void);
@@ -121,7 +119,6 @@ void tg_feed_submitted_outside(tg_feednames *t, NodeObject *n, PyObject **ckey, 
 static inline int32_t tg_feed_begin(tg_feedw *f, NodeObject *n, int64_t t0) {
     int32_t name = n->name ? tg_feed_name(f, n->name) : 0;
     tg_live_push(f->live, name, t0);
-    if (TG_TLS.held) tg_feed_held_add(0, t0);
     return name;
 }
 
@@ -132,7 +129,9 @@ static inline void tg_feed_end(tg_feedw *f, NodeObject *n, int final, int64_t t0
                                                      ? TG_FEED_FAILED : TG_FEED_CANCELLED)]);
     if (final == TG_DONE && !n->held) { /* its result is held from now on (node.c lets go) */
         n->held = 1;
-        tg_feed_held_add(1, t1);
+        /* Relaxed: see done_held. */
+        atomic_store_explicit(&f->done_held, atomic_load_explicit(&f->done_held, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
     }
     tg_live_rec *r = tg_live_room(f->live);
     if (!r) return; /* the reader lags: dropped and counted */

@@ -1,8 +1,9 @@
 /* Tracing: the observer the worker loop calls around every task while a trace is open
- * (tg_rec_begin in recorder.h, tg_rec_end here) and in its idle hooks. Each worker writes into
- * its own recorder: the numbers into a C buffer (csrc/trace.c; Recorder.records() hands them to
- * taskgraph/trace/record.py as bytes once the trace is closed), the names and error texts into
- * its object table. No Python call per task but for failed tasks and each name's first task.
+ * (tg_rec_begin and tg_rec_end in recorder.h, tg_rec_end_framed here) and in its idle
+ * hooks. Each worker writes into its own recorder: the numbers into a C buffer (csrc/trace.c;
+ * Recorder.records() hands them to taskgraph/trace/record.py as bytes once the trace is
+ * closed), the names and error texts into its object table. No Python call per task but for
+ * failed tasks and each name's first task.
  *
  * The observer's state is its own: one tg_watch per worker (the attached recorder, the hazard
  * flag, the own-time frames), one tg_observer per engine, on the module's list of live
@@ -409,12 +410,7 @@ void tg_rec_attempt(tg_watch *w, tg_rec_start *s, NodeObject *n, int attempt) {
     s->g0 = tg_trace_gc_ticks();
 }
 
-int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final) {
-    if (!s->framed) { /* a live feed's task only: no frame, no trace */
-        /* fresh: the next task to begin in this loop starts when this one ended */
-        tg_feed_end(s->feed, n, final, s->t0, w->fresh = tg_clock_ticks(), s->feed_name);
-        return 0;
-    }
+int tg_rec_end_framed(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final) {
     tg_frame own_frame = pop_frame(w), *f = &own_frame;
     RecorderObject *rec = s->rec;
     int64_t t1 = tg_clock_ticks(), g1 = tg_trace_gc_ticks();

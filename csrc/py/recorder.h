@@ -123,7 +123,15 @@ static inline void tg_rec_begin(tg_watch *w, tg_rec_start *s, NodeObject *node) 
  * the task it ran nested in, and records it if the trace that was open when it started is
  * still open. 0, or -1 if the recorder failed (an injected fault: the caller breaks the
  * engine). Never raises: a record that cannot be written is dropped and counted. */
-int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final);
+int tg_rec_end_framed(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final);
+static inline int tg_rec_end(tg_watch *w, const tg_rec_start *s, NodeObject *n, int final) {
+    if (!s->framed) { /* a live feed's task only: no frame, no trace (inline: the dashboard's path) */
+        /* fresh: the next task to begin in this loop starts when this one ended */
+        tg_feed_end(s->feed, n, final, s->t0, w->fresh = tg_clock_ticks(), s->feed_name);
+        return 0;
+    }
+    return tg_rec_end_framed(w, s, n, final);
+}
 /* Called when attempt `attempt` of a timed task with retries failed and it runs again (its
  * frame still pushed): records the attempt as failed, then restarts the clock for the next. */
 void tg_rec_attempt(tg_watch *w, tg_rec_start *s, NodeObject *n, int attempt);

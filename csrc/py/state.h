@@ -53,9 +53,9 @@ typedef struct {
      * an unfinished node calls backend.wait(node, timeout). Borrowed, or NULL: the strong
      * reference is in the thread state's dict, which CPython clears when the thread ends. */
     PyObject *backend;
-    /* A worker's change of the dashboard's results-held count not yet added to the total,
-     * and when (ticks) it last added it (livefeed.h). */
-    int64_t held, held_at;
+    /* A worker's results let go, for the dashboard's results-held count, not yet subtracted
+     * from the total (livefeed.h). */
+    int64_t held;
 } tg_tls;
 
 extern _Thread_local tg_tls TG_TLS;
