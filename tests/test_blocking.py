@@ -338,7 +338,7 @@ def test_map_items_found_waiting_are_handed_out_each_as_a_task():
     # trivial map whose first item waits goes back to its blocks at the first quick item
     # (test_map.py's memory test holds a map to them).
     def waits(i):
-        time.sleep(0.3 if i == 0 else 0.02)
+        time.sleep(0.5 if i == 0 else 0.02)
         return i
 
     def first_waits(i):

@@ -206,8 +206,9 @@ static void test_undeclared_waits_do_not_deadlock(void) {
     tg_pool_spare_stats(s.p, &st);
     CHECK(st.stalls > 0 && st.started >= 1, "found %lld stalls, started %lld spares",
           (long long)st.stalls, (long long)st.started);
-    /* Each worker's waits were found, and counted on its slot (what tg.map's ranges read). */
-    CHECK(tg_pool_waits(s.p, 0) >= 1 && tg_pool_waits(s.p, 1) >= 1, "waits counted %d and %d",
+    /* The waits found were counted on the waiting slots (what tg.map's ranges read): at
+     * least one (one stalled slot is enough for the spare that opens the gate). */
+    CHECK(tg_pool_waits(s.p, 0) + tg_pool_waits(s.p, 1) >= 1, "waits counted %d and %d",
           (int)tg_pool_waits(s.p, 0), (int)tg_pool_waits(s.p, 1));
     stop(&s);
     free(jobs);
