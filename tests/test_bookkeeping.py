@@ -284,10 +284,11 @@ def test_each_front_door_run_hundreds_of_times_with_fresh_names_keeps_memory_fla
     Python-allocated memory than the warm-up left, give or take a dict's resizing (256 KB);
     a name or key kept per call (4,000 characters each, a partial's repr of 2,000 ints)
     would add 1.2 MB or more."""
-    # No spares: on a loaded machine a spare may go on duty (a worker waiting on a lock looks
-    # like a waiting task), and a spare thread alive at the measurement holds its node cache
-    # and thread state, 130-250 KB that go when it retires.
-    with tg.Executor(2, spares=0) as ex:
+    # No spares, on the executor and on the current scheduler (tg.compute, tg.map and
+    # taskgraph.dask.get run there): on a loaded machine a spare may go on duty (a worker
+    # waiting on a lock looks like a waiting task), and a spare thread alive at the
+    # measurement holds its node cache and thread state, 130-250 KB that go when it retires.
+    with tg.Executor(2, spares=0) as ex, tg.Scheduler(2, spares=0):
         # Traced from the start: a bounded cache that drops its oldest entries (dask's Tasks
         # by name) frees what it held before, which tracing must have seen allocated.
         tracemalloc.start()
