@@ -306,8 +306,12 @@ def test_a_range_is_not_copied_into_a_list(two):
     finally:
         tracemalloc.stop()
     assert out == [None] * n
-    # the output list (8 bytes a slot) and little else: a copy of the range would add n ints
-    assert peak < 8 * n + 1_000_000, peak
+    # The output list (8 bytes a slot) and little else: a copy of the range would add a list
+    # and n ints (12.8 MB in all, measured). The allowance over the list is 4 MB: three
+    # fresh-clone CI runs on a loaded machine peaked at 3,764,043 bytes (the list and about
+    # 2 MiB more, allocated by some thread while the map ran; not found, not reproduced
+    # alone), far below a copy.
+    assert peak < 8 * n + 4_000_000, peak
 
 
 def test_several_inputs_of_mixed_kinds_stop_at_the_shortest(two):
