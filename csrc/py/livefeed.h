@@ -103,7 +103,7 @@ static inline void tg_feed_held_drop(NodeObject *n) {
     }
     if (--tls->held <= -TG_FEED_HELD_BATCH) tg_feed_held_flush();
 }
-/* The count now (what the threads flushed). */
+/* The count now: the shared count (what the threads flushed) plus every live feed's done_held. */
 int64_t tg_feed_held(void);
 
 /* Node n, just submitted (spawned or claimed) by f's worker, is counted under its name. */
@@ -129,9 +129,7 @@ static inline void tg_feed_end(tg_feedw *f, NodeObject *n, int final, int64_t t0
                                                      ? TG_FEED_FAILED : TG_FEED_CANCELLED)]);
     if (final == TG_DONE && !n->held) { /* its result is held from now on (node.c lets go) */
         n->held = 1;
-        /* Relaxed: see done_held. */
-        atomic_store_explicit(&f->done_held, atomic_load_explicit(&f->done_held, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+        tg_feed_count(&f->done_held); /* one writer: see done_held */
     }
     tg_live_rec *r = tg_live_room(f->live);
     if (!r) return; /* the reader lags: dropped and counted */
