@@ -415,6 +415,12 @@ static tg_find find_idle(tg_pool *p, int w, tg_task *awaited, int how, tg_task *
             if (work_visible(p, w)) tg_sleep_notify(&p->sl);
             return TG_FIND_LEAVE;
         }
+        if (!awaited && tg_spare_should_yield(p, w)) {
+            /* Too many threads compute: its core is a spare's until one leaves. Like a leaving
+             * spare, it passes on a wake-up it may have had for new work. */
+            if (work_visible(p, w)) tg_sleep_notify(&p->sl);
+            if (tg_spare_yield(p, w)) continue;
+        }
         if (!(how & TG_LOOK_STEAL)) {
             /* Work from outside has no owner that would run it: take it, even this deep (a
              * no-steal join whose awaited task sits in the injector would otherwise wait

@@ -200,6 +200,7 @@ typedef struct {
     int64_t failed;      /* spare threads the OS refused */
     int64_t stalls;      /* scans that found undeclared waits */
     int64_t activations; /* times a spare was put on duty */
+    int64_t yields;      /* times a worker gave its core to a spare on duty (tg_spare_yield) */
 } tg_spare_stats;
 void tg_pool_spare_stats(tg_pool *p, tg_spare_stats *out);
 

@@ -35,6 +35,9 @@ enum {
 #define SCAN_MAX_NS 32000000L
 /* After the OS refused a thread: no new spare thread for this long. */
 #define REFUSED_BACKOFF_NS 1000000000L
+/* A yielded worker looks again on its own after this long (tg_pool_yield): a bound on what a
+ * missed release could cost, not the way it is released. */
+#define YIELD_RECHECK_NS 10000000L
 
 static void timespec_at(struct timespec *ts, int64_t ns) {
     ts->tv_sec = (time_t)(ns / 1000000000);
@@ -51,11 +54,13 @@ int tg_spares_init(tg_pool *p, int nspares) {
     atomic_init(&sp->surge, 0);
     atomic_init(&sp->on, 0);
     atomic_init(&sp->parked, 0);
+    atomic_init(&sp->yielded, 0);
     pthread_mutex_init(&sp->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* tg_now_ns's clock: timed waits */
     pthread_cond_init(&sp->cv, &ca);
+    pthread_cond_init(&sp->ycv, &ca);
     if (nspares > 0) {
         sp->scv = calloc((size_t)nspares, sizeof *sp->scv);
         sp->state = calloc((size_t)nspares, sizeof *sp->state);
@@ -87,6 +92,7 @@ void tg_spares_destroy(tg_pool *p) {
     free(sp->last_cpu);
     free(sp->streak);
     pthread_cond_destroy(&sp->cv);
+    pthread_cond_destroy(&sp->ycv);
     pthread_mutex_destroy(&sp->mu);
     sp->scv = NULL;
     sp->state = NULL;
@@ -111,6 +117,7 @@ void tg_spares_wake_all(tg_pool *p) {
     tg_spares *sp = &p->sp;
     pthread_mutex_lock(&sp->mu);
     kick_locked(sp);
+    pthread_cond_broadcast(&sp->ycv); /* yielded workers */
     for (int i = 0; i < sp->limit; i++) pthread_cond_broadcast(&sp->scv[i]);
     pthread_mutex_unlock(&sp->mu);
 }
@@ -121,14 +128,27 @@ void tg_spares_kick(tg_pool *p) {
     pthread_mutex_unlock(&p->sp.mu);
 }
 
-/* How many spares the pool wants on duty: one per waiting task, declared or found, and the
- * surge while every thread in service waits (see scan). */
-static int wanted(tg_spares *sp) {
-    /* Relaxed: hints; the decisions they feed are re-taken under mu or at the next scan. */
-    int b = atomic_load_explicit(&sp->blocked, memory_order_relaxed);
+/* How many spares the pool wants on duty with `blocked` tasks in a declared wait: one per
+ * waiting task, declared or found, and the surge while every thread in service waits (see
+ * scan). */
+static int wanted_with(tg_spares *sp, int blocked) {
+    /* Relaxed: hints written by the manager; the decisions they feed are re-taken under mu or
+     * at the next scan. */
     int s = atomic_load_explicit(&sp->stalled, memory_order_relaxed);
-    int want = b + s + atomic_load_explicit(&sp->surge, memory_order_relaxed);
+    int want = blocked + s + atomic_load_explicit(&sp->surge, memory_order_relaxed);
     return want > sp->limit ? sp->limit : want < 0 ? 0 : want;
+}
+
+static int wanted(tg_spares *sp) {
+    /* Relaxed: a hint, as in wanted_with. */
+    return wanted_with(sp, atomic_load_explicit(&sp->blocked, memory_order_relaxed));
+}
+
+/* Spares on duty beyond the workers that yielded their core to them (tg_pool_yield): what
+ * serves the waiting tasks. Relaxed loads: under mu (their writers hold it), or a hint. */
+static int serving(tg_spares *sp) {
+    return atomic_load_explicit(&sp->on, memory_order_relaxed) -
+           atomic_load_explicit(&sp->yielded, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------- declared waits */
@@ -144,10 +164,14 @@ void tg_pool_block_begin(tg_pool *p, int w) {
     /* seq_cst RMW: read by wanted() (relaxed hints) and by the manager's re-check before it
      * sleeps without a timeout (seq_cst load in park_manager): either it sees this wait, or
      * the kick below finds it asleep. */
-    atomic_fetch_add_explicit(&sp->blocked, 1, memory_order_seq_cst);
+    int b = atomic_fetch_add_explicit(&sp->blocked, 1, memory_order_seq_cst) + 1;
     if (!sp->limit) return;
-    /* Relaxed `on`: a hint; asking the manager once too often costs it one look. */
-    if (atomic_load_explicit(&sp->on, memory_order_relaxed) < wanted(sp)) tg_spares_kick(p);
+    /* seq_cst load of `yielded` after the RMW above: pairs with tg_pool_yield's seq_cst store
+     * of `yielded` then load of `blocked` (Dekker): either that worker's re-check sees this
+     * wait and does not yield, or this load sees it yielded and the manager releases it
+     * (activate). Relaxed `on`: a hint; asking the manager once too often costs it one look. */
+    int y = atomic_load_explicit(&sp->yielded, memory_order_seq_cst);
+    if (atomic_load_explicit(&sp->on, memory_order_relaxed) - y < wanted_with(sp, b)) tg_spares_kick(p);
 }
 
 void tg_pool_block_end(tg_pool *p, int w) {
@@ -159,6 +183,64 @@ void tg_pool_block_end(tg_pool *p, int w) {
 int32_t tg_pool_waits(tg_pool *p, int w) {
     /* Relaxed: see tg_pool_block_begin. */
     return atomic_load_explicit(&p->w[w].waits, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------------- yielding workers */
+
+/* Under mu: releases yielded workers while fewer spares serve than tasks wait (a spare left,
+ * failed, or more tasks wait): the core a released worker takes back is one no spare uses.
+ * Each release is a ticket (`released`) the next yielded worker to wake takes. */
+static void release_yielded_locked(tg_spares *sp) {
+    for (;;) {
+        int y = atomic_load_explicit(&sp->yielded, memory_order_relaxed); /* under mu */
+        if (y == 0 || serving(sp) >= wanted(sp)) return;
+        /* seq_cst: see tg_pool_yield (a lower count only makes block_begin kick less often). */
+        atomic_store_explicit(&sp->yielded, y - 1, memory_order_seq_cst);
+        sp->released++;
+        pthread_cond_signal(&sp->ycv);
+    }
+}
+
+int tg_spare_should_yield(tg_pool *p, int w) {
+    tg_spares *sp = &p->sp;
+    /* Relaxed: the lock-free pre-check, a hint; tg_spare_yield decides under mu. */
+    return w < p->n && sp->limit && atomic_load_explicit(&sp->on, memory_order_relaxed) > 0 &&
+           serving(sp) > wanted(sp);
+}
+
+int tg_spare_yield(tg_pool *p, int w) {
+    tg_spares *sp = &p->sp;
+    (void)w;
+    pthread_mutex_lock(&sp->mu);
+    int y = atomic_load_explicit(&sp->yielded, memory_order_relaxed); /* under mu */
+    if (is_shutdown(p) || serving(sp) <= wanted(sp)) {
+        pthread_mutex_unlock(&sp->mu);
+        return 0;
+    }
+    /* seq_cst store, then the seq_cst load of `blocked` in the re-check: pairs with
+     * tg_pool_block_begin's RMW of `blocked` then load of `yielded` (Dekker): either the
+     * re-check sees a wait begun meanwhile (and the worker does not yield), or block_begin
+     * sees this worker yielded and asks the manager, whose activate() releases it. */
+    atomic_store_explicit(&sp->yielded, y + 1, memory_order_seq_cst);
+    if (serving(sp) < wanted_with(sp, atomic_load_explicit(&sp->blocked, memory_order_seq_cst))) {
+        atomic_store_explicit(&sp->yielded, y, memory_order_seq_cst); /* under mu: undone */
+        pthread_mutex_unlock(&sp->mu);
+        return 0;
+    }
+    sp->yields++;
+    struct timespec until;
+    timespec_at(&until, tg_now_ns() + YIELD_RECHECK_NS);
+    int timed_out = 0;
+    while (!sp->released && !is_shutdown(p) && !timed_out)
+        timed_out = pthread_cond_timedwait(&sp->ycv, &sp->mu, &until) == ETIMEDOUT;
+    if (sp->released) { /* a release's ticket: its giver took this worker off the count */
+        sp->released--;
+    } else { /* shutdown, or its own look after YIELD_RECHECK_NS: it takes itself off */
+        int now_y = atomic_load_explicit(&sp->yielded, memory_order_relaxed); /* under mu */
+        atomic_store_explicit(&sp->yielded, now_y - 1, memory_order_seq_cst); /* as above */
+    }
+    pthread_mutex_unlock(&sp->mu);
+    return 1;
 }
 
 /* ------------------------------------------------------------------------- the spares */
@@ -174,6 +256,7 @@ int tg_spare_leave(tg_pool *p, int w) {
         atomic_store_explicit(&sp->on, on - 1, memory_order_relaxed); /* under mu */
         sp->state[w - p->n] = SPARE_IDLE;
         left = 1;
+        release_yielded_locked(sp); /* its core goes back to a worker that yielded it */
     }
     pthread_mutex_unlock(&sp->mu);
     return left;
@@ -221,6 +304,7 @@ void tg_pool_spare_failed(tg_pool *p, int w) {
     sp->threads--;
     sp->failed++;
     sp->backoff_until = tg_now_ns() + REFUSED_BACKOFF_NS;
+    release_yielded_locked(sp);
     pthread_mutex_unlock(&sp->mu);
 }
 
@@ -239,6 +323,7 @@ void tg_pool_spare_stats(tg_pool *p, tg_spare_stats *out) {
     out->failed = sp->failed;
     out->stalls = sp->stalls;
     out->activations = sp->activations;
+    out->yields = sp->yields;
     pthread_mutex_unlock(&sp->mu);
 }
 
@@ -367,11 +452,13 @@ static int scan(tg_pool *p, int64_t now) {
  * caller to start its thread (counted on duty already); -1 when nothing (more) is to do. */
 static int activate(tg_pool *p, int64_t now) {
     tg_spares *sp = &p->sp;
+    release_yielded_locked(sp); /* a worker that yielded its core serves before a new spare */
     for (;;) {
         int on = atomic_load_explicit(&sp->on, memory_order_relaxed); /* under mu */
         int want = wanted(sp);
         /* Not only when work is queued: a waiting task may hold work that it hands out only
-         * to an idle worker (tg.map's ranges split when one is idle). */
+         * to an idle worker (tg.map's ranges split when one is idle). No worker is yielded
+         * while fewer than `want` spares are on duty (release_yielded_locked). */
         if (on >= want || is_shutdown(p)) return -1;
         int idle = -1, free_slot = -1;
         for (int k = 0; k < sp->limit && idle < 0; k++) {

@@ -17,6 +17,13 @@ void tg_spares_wake_all(tg_pool *p);
 /* Spare w at its outermost level with an empty deque: 1 if it leaves duty now (more spares
  * are on duty than tasks wait), counted off under the spares' lock. */
 int tg_spare_leave(tg_pool *p, int w);
+/* Worker w (not a spare) at its outermost level with an empty deque: whether more spares are
+ * on duty than tasks wait, not counting those whose workers yielded already (a lock-free
+ * hint). tg_spare_yield then decides under the spares' lock, and if so waits, its core
+ * left to a spare, until a spare leaves duty, more tasks wait, shutdown, or a re-check
+ * (docs/design/sleep.md, "Yielding a core back"); 1 if it waited. */
+int tg_spare_should_yield(tg_pool *p, int w);
+int tg_spare_yield(tg_pool *p, int w);
 /* Wakes the manager from its sleep without a timeout. */
 void tg_spares_kick(tg_pool *p);
 

@@ -254,7 +254,8 @@ class Scheduler:
         waiting at its last look), ``started``, ``retired`` (threads that ended after
         ``spare_idle``), ``failed`` (threads the OS refused: the work then waits for a worker),
         ``stalls`` (looks that found tasks waiting undeclared), ``activations`` (times a spare
-        went on duty), and ``refused``: why the OS last refused a thread, or None. Any thread,
+        went on duty), ``yields`` (times a worker back from a wait left its core to a spare on
+        duty until one left), and ``refused``: why the OS last refused a thread, or None. Any thread,
         after close() too."""
         d = self._engine.spare_stats()
         d["refused"] = self._spare_refused

@@ -356,6 +356,50 @@ def test_map_items_found_waiting_are_handed_out_each_as_a_task():
     assert len([r for r in tr.records if r.name.startswith("map[")]) < 1000
 
 
+@pytest.mark.parametrize("workers", [2, 1])
+def test_tasks_computing_around_waits_never_outnumber_the_workers(workers):
+    # Every worker waits (declared) while the spares put on duty for those waits compute
+    # queued tasks. When the waits end, the workers do not compute beside the spares (more
+    # computing threads than cores slow a fork-join computation: a descheduled thread holds
+    # the task its parent joins): they leave their cores to the spares and take them back as
+    # the spares leave duty. With one worker too, and every task finishes.
+    release = threading.Event()
+    lock = threading.Lock()
+    count = {"now": 0, "most": 0, "started": 0}
+
+    @tg.task
+    def waits(i):
+        with tg.blocking():
+            release.wait(60)
+        return i
+
+    @tg.task
+    def computes(i):
+        with lock:
+            count["now"] += 1
+            count["started"] += 1
+            count["most"] = max(count["most"], count["now"])
+        until = time.perf_counter() + 0.002
+        while time.perf_counter() < until:
+            pass
+        with lock:
+            count["now"] -= 1
+        return i
+
+    with tg.Scheduler(workers, spares=4) as s, cf.ThreadPoolExecutor(workers + 1) as callers:
+        waiting = []
+        for i in range(workers):  # one at a time: each worker takes one (spares come for them)
+            waiting.append(callers.submit(s.compute, waits(i)))
+            assert wait_until(lambda: s.spare_stats()["blocked"] == i + 1)
+        computing = callers.submit(s.compute, [computes(i) for i in range(150)])
+        assert wait_until(lambda: s.spare_stats()["on_duty"] == workers and count["started"] >= workers)
+        release.set()
+        assert [f.result(timeout=60) for f in waiting] == list(range(workers))
+        assert computing.result(timeout=60) == list(range(150))
+        assert count["most"] <= workers, f"{count['most']} tasks computed at once on {workers} workers"
+        assert s.spare_stats()["yields"] >= 1
+
+
 def test_idle_scheduler_with_spares_uses_almost_no_cpu():
     # After spares came and went, the manager sleeps (no timeout) while every worker is idle.
     with tg.Scheduler(2, spare_idle=0.05) as s:

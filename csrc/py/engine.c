@@ -231,10 +231,10 @@ static PyObject *engine_spare_stats(EngineObject *e, PyObject *unused) {
     tg_spare_stats st = {0};
     st.limit = e->nslots - e->nworkers;
     if (!is_forked(e)) tg_pool_spare_stats(e->pool, &st); /* its lock may be a lost thread's */
-    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsLsL}", "limit", st.limit, "threads", st.threads,
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsLsLsL}", "limit", st.limit, "threads", st.threads,
                          "peak_threads", st.peak, "on_duty", st.on_duty, "blocked", st.blocked,
-                         "stalled", st.stalled, "started", st.started, "retired", st.retired,
-                         "failed", st.failed, "stalls", st.stalls, "activations", st.activations);
+                         "stalled", st.stalled, "started", st.started, "retired", st.retired, "failed",
+                         st.failed, "stalls", st.stalls, "activations", st.activations, "yields", st.yields);
 }
 
 /* submit(run, nodes): submits the lazy graph under the Nodes in the list `nodes` as part of

@@ -350,6 +350,79 @@ static void test_idle_manager_sleeps(void) {
     printf("ok the idle manager sleeps, and wakes for work\n");
 }
 
+static _Atomic int gate2;   /* the gated declared waits wait for this */
+static _Atomic int spinning, most_spinning, spins_started;
+
+/* A declared wait until gate2 opens. */
+static void gated_wait(tg_pool *p, int w, job *j) {
+    (void)j;
+    tg_pool_block_begin(p, w);
+    /* Acquire: pairs with the test's release store. */
+    while (!atomic_load_explicit(&gate2, memory_order_acquire)) sleep_ms(1);
+    tg_pool_block_end(p, w);
+}
+
+/* Computes (spins on the clock) j->ms milliseconds, counting how many spin at once. */
+static void spin_job(tg_pool *p, int w, job *j) {
+    (void)p; (void)w;
+    atomic_fetch_add(&spins_started, 1);
+    int now = atomic_fetch_add(&spinning, 1) + 1;
+    for (int m = atomic_load(&most_spinning); now > m && !atomic_compare_exchange_weak(&most_spinning, &m, now);) {}
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < (long)j->ms * 1000000L);
+    atomic_fetch_sub(&spinning, 1);
+}
+
+static void test_workers_back_from_waits_yield_to_spares(int nw) {
+    /* Every worker waits (declared) and spares on duty compute queued work. When the waits end,
+     * more threads could compute than there are workers (the spares finish what they hold):
+     * the workers give their cores to the spares instead and take them back as the spares
+     * leave duty. At no point do more jobs compute at once than there are workers, and all of
+     * them finish, with one worker too (nothing else would run the work while it yields). */
+    enum { SPINS = 120 };
+    setup s;
+    start(&s, nw, 4);
+    atomic_store(&gate2, 0);
+    atomic_store(&spinning, 0);
+    atomic_store(&most_spinning, 0);
+    atomic_store(&spins_started, 0);
+    job *waits = make_jobs(&s, nw, gated_wait, 0);
+    job *spins = make_jobs(&s, SPINS, spin_job, 2);
+    tg_spare_stats st;
+    for (int i = 0; i < nw; i++) { /* one at a time: a worker takes each (spares come for waits) */
+        inject(&s, waits, i, i + 1);
+        for (int k = 0; k < 10000; k++) {
+            tg_pool_spare_stats(s.p, &st);
+            if (st.blocked == i + 1) break;
+            sleep_ms(1);
+        }
+    }
+    inject(&s, spins, 0, SPINS);
+    for (int k = 0; k < 10000; k++) {
+        tg_pool_spare_stats(s.p, &st);
+        if (st.on_duty == nw && atomic_load(&spins_started) >= nw) break;
+        sleep_ms(1);
+    }
+    atomic_store_explicit(&gate2, 1, memory_order_release); /* see gated_wait */
+    wait_done(nw + SPINS, 120);
+    tg_pool_spare_stats(s.p, &st);
+    CHECK(atomic_load(&most_spinning) <= nw, "%d jobs computed at once on %d workers",
+          atomic_load(&most_spinning), nw);
+    int waited_on_workers = 0;
+    for (int w = 0; w < nw; w++) waited_on_workers += tg_pool_waits(s.p, w) > 0;
+    /* A worker that waited came back to spares on duty: it yielded (a spare takes a wait only
+     * once its worker's wait began, so at least the first worker's wait was a worker's). */
+    CHECK(waited_on_workers == 0 || st.yields >= 1, "%d workers waited, %lld yields",
+          waited_on_workers, (long long)st.yields);
+    stop(&s);
+    free(waits);
+    free(spins);
+    printf("ok %d worker(s) back from waits yield to the spares on duty (at most %d computing, %lld yields)\n",
+           nw, atomic_load(&most_spinning), (long long)st.yields);
+}
+
 static void test_schedstat_reads_a_threads_times(void) {
     int64_t on_cpu = -1, queued = -1;
     if (!tg_schedstat_read("/proc/thread-self/schedstat", &on_cpu, &queued)) {
@@ -377,6 +450,8 @@ int main(void) {
     test_idle_manager_sleeps();
     test_schedstat_reads_a_threads_times();
     test_a_woken_spare_that_leaves_passes_the_wakeup_on();
-    printf("spare: 6 passed, 0 failed\n");
+    test_workers_back_from_waits_yield_to_spares(2);
+    test_workers_back_from_waits_yield_to_spares(1);
+    printf("spare: 8 passed, 0 failed\n");
     return 0;
 }
