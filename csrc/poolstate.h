@@ -46,6 +46,7 @@ typedef struct {
     _Atomic int32_t waits;
     clockid_t cpu_clock;
     int64_t tid;              /* the slot's thread's id (Linux), or 0: its schedstat */
+    int32_t yielded_now;      /* 1 while the worker yields its core (spare.c; under sp.mu) */
     /* This worker as a victim: behind a gate while its push count is below gate_pushes
      * (gate_k: the gate's length in pushes, 0 for none), because the last batch taken from
      * it was too fine to pay for its move, and only while its dry count is gate_dries (the

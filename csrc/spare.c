@@ -201,19 +201,26 @@ static void release_yielded_locked(tg_spares *sp) {
     }
 }
 
+/* Whether spares on duty outnumber the waits they serve, all of them declared: an undeclared
+ * wait is counted (stalled) only scans after it began, so while the manager finds any, a
+ * spare that looks free may be waiting unseen, and a worker yielding to it would leave queued
+ * work to nobody until the next scans. Relaxed `stalled`: a hint written by the manager. */
+static int in_excess(tg_spares *sp, int want) {
+    return atomic_load_explicit(&sp->stalled, memory_order_relaxed) == 0 && serving(sp) > want;
+}
+
 int tg_spare_should_yield(tg_pool *p, int w) {
     tg_spares *sp = &p->sp;
     /* Relaxed: the lock-free pre-check, a hint; tg_spare_yield decides under mu. */
     return w < p->n && sp->limit && atomic_load_explicit(&sp->on, memory_order_relaxed) > 0 &&
-           serving(sp) > wanted(sp);
+           in_excess(sp, wanted(sp));
 }
 
 int tg_spare_yield(tg_pool *p, int w) {
     tg_spares *sp = &p->sp;
-    (void)w;
     pthread_mutex_lock(&sp->mu);
     int y = atomic_load_explicit(&sp->yielded, memory_order_relaxed); /* under mu */
-    if (is_shutdown(p) || serving(sp) <= wanted(sp)) {
+    if (is_shutdown(p) || !in_excess(sp, wanted(sp))) {
         pthread_mutex_unlock(&sp->mu);
         return 0;
     }
@@ -228,6 +235,7 @@ int tg_spare_yield(tg_pool *p, int w) {
         return 0;
     }
     sp->yields++;
+    p->w[w].yielded_now = 1; /* under mu: the manager's scan passes it by (it has no core) */
     struct timespec until;
     timespec_at(&until, tg_now_ns() + YIELD_RECHECK_NS);
     int timed_out = 0;
@@ -239,6 +247,7 @@ int tg_spare_yield(tg_pool *p, int w) {
         int now_y = atomic_load_explicit(&sp->yielded, memory_order_relaxed); /* under mu */
         atomic_store_explicit(&sp->yielded, now_y - 1, memory_order_seq_cst); /* as above */
     }
+    p->w[w].yielded_now = 0;
     pthread_mutex_unlock(&sp->mu);
     return 1;
 }
@@ -411,6 +420,11 @@ static int scan(tg_pool *p, int64_t now) {
         int64_t run = atomic_load_explicit(&wk->stats[TG_STAT_RUN], memory_order_relaxed);
         int64_t prev = sp->last_run[i];
         sp->last_run[i] = run;
+        if (wk->yielded_now) { /* its core is a spare's: neither computing, idle nor waiting */
+            sp->last_cpu[i] = -1;
+            sp->streak[i] = 0;
+            continue;
+        }
         int serving = in_service(p, i), blocking = 0;
         if (!serving || atomic_load_explicit(&wk->idle_now, memory_order_relaxed) ||
             (blocking = atomic_load_explicit(&wk->blocking, memory_order_relaxed)) || run != prev) {
