@@ -3,11 +3,13 @@
     python benchmarks/dashboard.py [--quick] [--out FILE]
 
 Two figures, each the extra time with a dashboard open against the same runs without one, on
-one 2-worker scheduler, from R >= 5 alternated rounds (_common.py): in each round both runs
-come in turn (the order rotating), each timed run after an untimed one of its own, and a
-round's figure is their ratio. A third run in each round, without a dashboard again, gives
-the same ratio between two runs of the same code (A/A): the noise a round's figure carries on
-this machine, printed beside. A first round of all three, untimed, warms the process up (the
+one 2-worker scheduler, from 12 rounds (6 with --quick): in each round both runs come in turn,
+each timed run after an untimed one of its own, and a round's figure is their ratio. A third
+run in each round, without a dashboard again, gives the same ratio between two runs of the
+same code (A/A): the noise a round's figure carries on this machine, printed beside. The
+three runs of a round come in one of their six orders, each order in as many rounds: each run
+follows each other run equally often, so what closing a dashboard leaves to the next run (its
+threads ending, its memory freed) lands on the control as often as on the run without. A first round of all three, untimed, warms the process up (the
 first dashboard opened imports its modules and starts its threads; the first half-million
 tasks take their memory from the kernel). "Open" means what a user has: the dashboard's server and
 sampler running and a page reading its event stream (a client thread here, reading every
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import statistics
 import sys
 import threading
@@ -74,16 +77,16 @@ class Page:
 
 
 SIDES = ("off", "on", "again")  # "again": a second run without, the A/A control
+ORDERS = list(itertools.permutations(SIDES))  # a round's order: each in as many rounds
 
 
 def measure(s, fn, reps):
-    """Alternated rounds of fn without a dashboard, with one open, and without again (the order
-    rotating): (wall, cpu) lists per side."""
+    """Rounds of fn without a dashboard, with one open, and without again (the order going
+    through ORDERS): (wall, cpu) lists per side."""
     out = {side: ([], []) for side in SIDES}
     events = dropped = 0
     for r in range(-1, reps):  # round -1: the warm-up, not counted
-        for j in range(len(SIDES)):
-            side = SIDES[(j + r) % len(SIDES)]
+        for side in ORDERS[r % len(ORDERS)]:
             d = page = None
             if side == "on":
                 d = tg.dashboard(s)
@@ -134,7 +137,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
-    reps = 5 if a.quick else 11
+    reps = len(ORDERS) * (1 if a.quick else 2)
     # Runs long enough for the sampler to drain the rings as it does in a steady state (a
     # dashboard opened for a 40 ms run would see its rings fill before its first drain).
     n = 100_000 if a.quick else 500_000
