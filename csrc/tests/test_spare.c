@@ -8,6 +8,8 @@
  * - at the bound, tasks queue (they all finish);
  * - a spare thread the "OS refuses" (tg_pool_spare_failed) leaves the work queued, counted;
  * - shutdown ends the manager and every spare thread, idle or on duty;
+ * - workers back from waits yield their cores to spares on duty (never more jobs compute at
+ *   once than there are workers), and bursts of waits and computing jobs all finish;
  * - the scheduler statistics the manager reads (schedstat.h): a thread that spins has CPU
  *   time; a missing file reads as not there.
  * Run plain and under ThreadSanitizer / AddressSanitizer by the Makefile, under alarm(). */
@@ -423,6 +425,48 @@ static void test_workers_back_from_waits_yield_to_spares(int nw) {
            nw, atomic_load(&most_spinning), (long long)st.yields);
 }
 
+/* A declared wait of j->ms ms (0: a moment), or a spin of 1 ms for j->ms < 0. */
+static void wait_or_spin(tg_pool *p, int w, job *j) {
+    if (j->ms >= 0) {
+        tg_pool_block_begin(p, w);
+        if (j->ms) sleep_ms(j->ms);
+        tg_pool_block_end(p, w);
+    } else {
+        job spin = {.ms = 1};
+        spin_job(p, w, &spin);
+    }
+}
+
+static void test_waits_and_computing_in_bursts(int nw) {
+    /* Bursts of declared waits (0-3 ms) and computing jobs, injected from outside: spares go
+     * on duty and leave, workers yield and are released, in every order the timing gives.
+     * Every job finishes: a lost release or wake-up leaves a job queued with its thread
+     * asleep, and the wait_done bound or the alarm fails the run. */
+    int rounds = sanitized() ? 40 : 200;
+    setup s;
+    start(&s, nw, 6);
+    unsigned seed = 777u + (unsigned)nw;
+    int total = 0;
+    for (int r = 0; r < rounds; r++) {
+        seed = seed * 1103515245u + 12345u;
+        int n = 4 + (int)((seed >> 8) % 12);
+        job *jobs = make_jobs(&s, n, wait_or_spin, 0);
+        for (int i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            jobs[i].ms = (seed >> 9) % 3 == 0 ? -1 : (int)((seed >> 12) % 4);
+        }
+        inject(&s, jobs, 0, n);
+        total += n;
+        wait_done(total, 60);
+        free(jobs);
+    }
+    tg_spare_stats st;
+    tg_pool_spare_stats(s.p, &st);
+    stop(&s);
+    printf("ok %d worker(s): %d rounds of waits and computing in bursts finish (%lld yields, %lld activations)\n",
+           nw, rounds, (long long)st.yields, (long long)st.activations);
+}
+
 static void test_schedstat_reads_a_threads_times(void) {
     int64_t on_cpu = -1, queued = -1;
     if (!tg_schedstat_read("/proc/thread-self/schedstat", &on_cpu, &queued)) {
@@ -452,6 +496,8 @@ int main(void) {
     test_a_woken_spare_that_leaves_passes_the_wakeup_on();
     test_workers_back_from_waits_yield_to_spares(2);
     test_workers_back_from_waits_yield_to_spares(1);
-    printf("spare: 8 passed, 0 failed\n");
+    test_waits_and_computing_in_bursts(2);
+    test_waits_and_computing_in_bursts(1);
+    printf("spare: 10 passed, 0 failed\n");
     return 0;
 }
