@@ -81,14 +81,14 @@ typedef struct {
     /* 1 while the manager sleeps with no timeout (every worker idle, nothing blocked): a worker
      * that leaves find_idle with a task wakes it (seq_cst store/load pairs: see note_busy). */
     _Atomic int32_t parked;
-    /* Workers (slots below n) that gave their core to a spare on duty (tg_pool_yield) and are
+    /* Workers (slots below n) that gave their core to a spare on duty (tg_spare_yield) and are
      * not released yet: changed under mu with seq_cst stores, read lock-free (seq_cst) by
      * tg_pool_block_begin (see there). */
     _Atomic int32_t yielded;
     pthread_mutex_t mu;      /* guards what follows, and the manager's and idle spares' waits */
     pthread_cond_t cv;       /* the manager waits here */
     pthread_cond_t ycv;      /* yielded workers wait here */
-    int released;            /* releases of yielded workers not taken yet (tg_pool_yield) */
+    int released;            /* releases of yielded workers not taken yet (tg_spare_yield) */
     pthread_cond_t *scv;     /* per spare slot: its thread waits here while off duty */
     int32_t *state;          /* per spare slot: SPARE_FREE, SPARE_IDLE, SPARE_DUTY (spare.c) */
     int kicked;              /* the manager was asked to look now */

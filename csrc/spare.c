@@ -35,7 +35,7 @@ enum {
 #define SCAN_MAX_NS 32000000L
 /* After the OS refused a thread: no new spare thread for this long. */
 #define REFUSED_BACKOFF_NS 1000000000L
-/* A yielded worker looks again on its own after this long (tg_pool_yield): a bound on what a
+/* A yielded worker looks again on its own after this long (tg_spare_yield): a bound on what a
  * missed release could cost, not the way it is released. */
 #define YIELD_RECHECK_NS 10000000L
 
@@ -144,7 +144,7 @@ static int wanted(tg_spares *sp) {
     return wanted_with(sp, atomic_load_explicit(&sp->blocked, memory_order_relaxed));
 }
 
-/* Spares on duty beyond the workers that yielded their core to them (tg_pool_yield): what
+/* Spares on duty beyond the workers that yielded their core to them (tg_spare_yield): what
  * serves the waiting tasks. Relaxed loads: under mu (their writers hold it), or a hint. */
 static int serving(tg_spares *sp) {
     return atomic_load_explicit(&sp->on, memory_order_relaxed) -
@@ -166,7 +166,7 @@ void tg_pool_block_begin(tg_pool *p, int w) {
      * the kick below finds it asleep. */
     int b = atomic_fetch_add_explicit(&sp->blocked, 1, memory_order_seq_cst) + 1;
     if (!sp->limit) return;
-    /* seq_cst load of `yielded` after the RMW above: pairs with tg_pool_yield's seq_cst store
+    /* seq_cst load of `yielded` after the RMW above: pairs with tg_spare_yield's seq_cst store
      * of `yielded` then load of `blocked` (Dekker): either that worker's re-check sees this
      * wait and does not yield, or this load sees it yielded and the manager releases it
      * (activate). Relaxed `on`: a hint; asking the manager once too often costs it one look. */
@@ -194,7 +194,7 @@ static void release_yielded_locked(tg_spares *sp) {
     for (;;) {
         int y = atomic_load_explicit(&sp->yielded, memory_order_relaxed); /* under mu */
         if (y == 0 || serving(sp) >= wanted(sp)) return;
-        /* seq_cst: see tg_pool_yield (a lower count only makes block_begin kick less often). */
+        /* seq_cst: see tg_spare_yield (a lower count only makes block_begin kick less often). */
         atomic_store_explicit(&sp->yielded, y - 1, memory_order_seq_cst);
         sp->released++;
         pthread_cond_signal(&sp->ycv);
