@@ -34,5 +34,5 @@ setup(ext_modules=[Extension(
     extra_compile_args=["-std=gnu11", "-O2", "-flto", "-fvisibility=hidden", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"] + tls + extra,
-    extra_link_args=["-O2", "-flto"] + tls + [f for f in extra if f.startswith("-fsanitize")],
+    extra_link_args=["-O2", "-flto=auto"] + tls + [f for f in extra if f.startswith("-fsanitize")],
 )])

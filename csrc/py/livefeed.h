@@ -123,7 +123,7 @@ static inline int32_t tg_feed_begin(tg_feedw *f, NodeObject *n, int64_t t0) {
 }
 
 /* The task that tg_feed_begin saw start ends at t1 with state final: its record. */
-static inline void tg_feed_end(tg_feedw *f, NodeObject *n, int final, int64_t t0, int64_t t1, int32_t name) {
+static inline __attribute__((always_inline)) void tg_feed_end(tg_feedw *f, NodeObject *n, int final, int64_t t0, int64_t t1, int32_t name) {
     int32_t d = tg_live_pop(f->live);
     tg_feed_count(&f->counts[TG_FEED_KINDS * name + (final == TG_DONE ? TG_FEED_DONE : final == TG_FAILED
                                                      ? TG_FEED_FAILED : TG_FEED_CANCELLED)]);

@@ -96,7 +96,7 @@ void tg_watch_push(tg_watch *w, int traced);
 
 /* Called when task n starts on w's worker. Pushes nothing and reads no clock unless a trace
  * is open, a live feed attached, or the task runs nested in a traced one. */
-static inline void tg_rec_begin(tg_watch *w, tg_rec_start *s, NodeObject *node) {
+static inline __attribute__((always_inline)) void tg_rec_begin(tg_watch *w, tg_rec_start *s, NodeObject *node) {
     /* Acquire: pairs with the release store in recorder.c that attaches a recorder. */
     s->rec = atomic_load_explicit(&w->rec, memory_order_acquire);
     /* Acquire: pairs with the release store that attaches a feed (csrc/py/feed.c). */
