@@ -139,10 +139,13 @@ typedef struct {
     tg_run run;
 } setup;
 
+static int detection = 1; /* the manager looks for undeclared waits (tg_pool_set_detection) */
+
 static void start(setup *s, int nw, int spares) {
     memset(s, 0, sizeof *s);
     s->p = tg_pool_new_spares(nw, spares);
     CHECK(s->p, "tg_pool_new_spares");
+    tg_pool_set_detection(s->p, detection);
     s->nw = nw;
     for (int w = 0; w < nw; w++) {
         s->wa[w] = (slot_arg){s->p, w};
@@ -385,7 +388,13 @@ static void test_workers_back_from_waits_yield_to_spares(int nw) {
      * them finish, with one worker too (nothing else would run the work while it yields). */
     enum { SPINS = 120 };
     setup s;
+    /* Declared waits only: the manager's look for undeclared ones is a judgement of CPU time
+     * that a loaded machine can fool, and while it finds any the workers do not yield (by
+     * design: tg_spare_should_yield). Under ThreadSanitizer beside three CI runs it counted
+     * stalls where no job waited undeclared, and the bound failed (1 run in 12). */
+    detection = 0;
     start(&s, nw, 4);
+    detection = 1;
     atomic_store(&gate2, 0);
     atomic_store(&spinning, 0);
     atomic_store(&most_spinning, 0);
