@@ -13,7 +13,7 @@
 #define TG_FEED_DROPPED (-2) /* an item's name: records dropped there (the ring was full) */
 
 typedef struct {
-    int64_t b, count, busy, stolen, failed, votes;
+    int64_t b, count, busy, stolen, failed, votes; /* busy: in ticks (in us once emitted) */
     int32_t cand; /* the most frequent name so far (Boyer-Moore majority vote) */
 } bucket;
 
@@ -134,6 +134,11 @@ typedef struct {
     int64_t tick0;
     double us_per_tick;
     int64_t bucket_us, max_items, nitems;
+    /* The same scale in ticks, so that a short record (nearly all of them) is summed with no
+     * conversion: a record own_ticks long or more fills a bucket (listed on its own); a
+     * record starting t ticks after tick0 is in bucket floor(t * buckets_per_tick). */
+    int64_t own_ticks;
+    double buckets_per_tick;
     PyObject *items, *buckets;
 } drain_ctx;
 
@@ -144,7 +149,7 @@ static inline int64_t to_us(const drain_ctx *c, int64_t ticks) {
 static int emit_bucket(drain_ctx *c, int w, bucket *b) {
     if (!b->count) return 0;
     PyObject *t = Py_BuildValue("(iLLLiLL)", w, (long long)b->b, (long long)b->count,
-                                (long long)b->busy, (int)b->cand, (long long)b->stolen,
+                                (long long)((double)b->busy * c->us_per_tick), (int)b->cand, (long long)b->stolen,
                                 (long long)b->failed);
     int r = t ? PyList_Append(c->buckets, t) : -1;
     Py_XDECREF(t);
@@ -153,10 +158,10 @@ static int emit_bucket(drain_ctx *c, int w, bucket *b) {
 }
 
 static int take_record(LiveFeedObject *self, drain_ctx *c, int w, const tg_live_rec *r) {
-    int64_t s = to_us(c, r->start), e = to_us(c, r->end);
-    if (e < s) e = s;
-    if (e - s >= c->bucket_us && c->nitems < c->max_items) { /* at least a bucket: on its own */
-        PyObject *t = Py_BuildValue("(iLLiiii)", w, (long long)s, (long long)e, (int)r->name,
+    int64_t d = r->end > r->start ? r->end - r->start : 0; /* ticks */
+    if (d >= c->own_ticks && c->nitems < c->max_items) { /* at least a bucket: on its own */
+        int64_t s = to_us(c, r->start), e = to_us(c, r->end);
+        PyObject *t = Py_BuildValue("(iLLiiii)", w, (long long)s, (long long)(e < s ? s : e), (int)r->name,
                                     (int)r->state, (int)r->stolen, (int)r->depth);
         int err = t ? PyList_Append(c->items, t) : -1;
         Py_XDECREF(t);
@@ -164,12 +169,14 @@ static int take_record(LiveFeedObject *self, drain_ctx *c, int w, const tg_live_
         return err;
     }
     if (r->name == TG_LIVE_IDLE) return 0; /* a short idle stretch: not drawn */
-    int64_t bi = s >= 0 ? s / c->bucket_us : -1 - (-s - 1) / c->bucket_us;
+    double x = (double)(r->start - c->tick0) * c->buckets_per_tick;
+    int64_t bi = (int64_t)x;
+    bi -= (double)bi > x; /* floor, for a record started before tick0 */
     bucket *b = &self->bk[(size_t)w * BUCKETS + (size_t)(bi & (BUCKETS - 1))];
     if (b->count && b->b != bi && emit_bucket(c, w, b) < 0) return -1;
     b->b = bi;
     b->count++;
-    b->busy += e - s;
+    b->busy += d;
     b->stolen += r->stolen;
     b->failed += r->state == TG_FAILED;
     if (b->votes == 0) {
@@ -189,6 +196,9 @@ static PyObject *feed_drain(LiveFeedObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "drain: bucket_us and us_per_tick must be > 0");
         return NULL;
     }
+    double own = (double)c.bucket_us / c.us_per_tick;
+    c.own_ticks = own >= 9.0e18 ? INT64_MAX : (int64_t)own + ((double)(int64_t)own < own);
+    c.buckets_per_tick = c.us_per_tick / (double)c.bucket_us;
     c.items = PyList_New(0);
     c.buckets = PyList_New(0);
     PyObject *counts = NULL, *out = NULL;
