@@ -457,13 +457,17 @@ def _after_fork_in_child():
     and the default scheduler is made anew on next use. Nothing of the parent's schedulers is
     joined, drained or shut down here."""
     global _default, _default_lock
+    # The engines first, before a reference is let go here: a scheduler freed in this hook
+    # (the default, below) runs its weakref callback, which shuts its pool down, taking the
+    # pool's locks, unless its engine is marked as made before the fork; a parent's thread
+    # may have held one of them at the fork (the child then hung).
+    core._after_fork_child()  # every engine still attached to the trace machinery
+    for engine in list(_by_engine.keys()):  # and the closed ones too
+        engine._mark_forked()
     _default_lock = threading.Lock()  # a parent thread may have held it at the fork
     _default = None
     if next(_scheduler_numbers) > 1:  # schedulers were made before the fork
         runs.after_fork = True
-    core._after_fork_child()  # every engine still attached to the trace machinery
-    for engine in list(_by_engine.keys()):  # and the closed ones too
-        engine._mark_forked()
     _live.clear()
 
 
