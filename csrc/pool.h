@@ -49,9 +49,10 @@ typedef void (*tg_idle_fn)(void *ctx);
 /* A pool for nworkers workers (1..TG_MAX_WORKERS) and no spares. NULL when out of memory or
  * nworkers is invalid. */
 tg_pool *tg_pool_new(int nworkers);
-/* The same with nspares (0..TG_MAX_SPARES) spare slots: workers that the pool's manager puts
- * on duty while tasks wait (declared with tg_pool_block_begin, or found waiting by the
- * manager's scan) and work is queued. Slots nworkers..nworkers+nspares-1. */
+/* The same with nspares (0..TG_MAX_SPARES) spare slots: workers put on duty while tasks wait
+ * (declared with tg_pool_block_begin, which wakes an idle spare itself, or found waiting by
+ * the manager's scan) and work is queued; the manager starts their threads. Slots
+ * nworkers..nworkers+nspares-1. */
 tg_pool *tg_pool_new_spares(int nworkers, int nspares);
 /* Workers and spare slots. */
 int tg_pool_slots(const tg_pool *p);
@@ -154,8 +155,9 @@ int64_t tg_pool_deque_size(tg_pool *p, int w);
 void tg_pool_attach(tg_pool *p, int w);
 void tg_pool_detach(tg_pool *p, int w);
 /* A task on slot w is about to wait (a declared wait) / has stopped waiting. While it waits a
- * spare may be put on duty (the manager is asked at once if none is free to come). Only from
- * slot w's thread; nested calls are the caller's to count (one begin, one end). */
+ * spare may be put on duty: begin wakes an idle spare thread at once (or a worker that
+ * yielded its core), and asks the manager to start a thread if none is idle. Only from slot
+ * w's thread; nested calls are the caller's to count (one begin, one end). */
 void tg_pool_block_begin(tg_pool *p, int w);
 void tg_pool_block_end(tg_pool *p, int w);
 /* How many waits of slot w's tasks were declared (tg_pool_block_begin, outermost) or found by

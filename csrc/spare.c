@@ -100,6 +100,8 @@ void tg_spares_destroy(tg_pool *p) {
     sp->streak = NULL;
 }
 
+#define NEEDS_THREAD (-2) /* activate: a spare slot needs a thread the caller may not start */
+
 static int is_shutdown(tg_pool *p) {
     /* seq_cst: pairs with the store in tg_pool_shutdown (which then takes sp->mu to wake us). */
     return atomic_load_explicit(&p->shutdown, memory_order_seq_cst);
@@ -153,6 +155,8 @@ static int serving(tg_spares *sp) {
 
 /* ------------------------------------------------------------------------- declared waits */
 
+static void serve(tg_pool *p);
+
 void tg_pool_block_begin(tg_pool *p, int w) {
     tg_spares *sp = &p->sp;
     /* Relaxed: the owner's flag, read by the manager's scan (a hint: a declared wait is not
@@ -168,10 +172,9 @@ void tg_pool_block_begin(tg_pool *p, int w) {
     if (!sp->limit) return;
     /* seq_cst load of `yielded` after the RMW above: pairs with tg_spare_yield's seq_cst store
      * of `yielded` then load of `blocked` (Dekker): either that worker's re-check sees this
-     * wait and does not yield, or this load sees it yielded and the manager releases it
-     * (activate). Relaxed `on`: a hint; asking the manager once too often costs it one look. */
+     * wait and does not yield, or this load sees it yielded and serve releases it. Relaxed `on`: a hint; asking the manager once too often costs it one look. */
     int y = atomic_load_explicit(&sp->yielded, memory_order_seq_cst);
-    if (atomic_load_explicit(&sp->on, memory_order_relaxed) - y < wanted_with(sp, b)) tg_spares_kick(p);
+    if (atomic_load_explicit(&sp->on, memory_order_relaxed) - y < wanted_with(sp, b)) serve(p);
 }
 
 void tg_pool_block_end(tg_pool *p, int w) {
@@ -227,7 +230,7 @@ int tg_spare_yield(tg_pool *p, int w) {
     /* seq_cst store, then the seq_cst load of `blocked` in the re-check: pairs with
      * tg_pool_block_begin's RMW of `blocked` then load of `yielded` (Dekker): either the
      * re-check sees a wait begun meanwhile (and the worker does not yield), or block_begin
-     * sees this worker yielded and asks the manager, whose activate() releases it. */
+     * sees this worker yielded and releases it (serve, under mu). */
     atomic_store_explicit(&sp->yielded, y + 1, memory_order_seq_cst);
     if (serving(sp) < wanted_with(sp, atomic_load_explicit(&sp->blocked, memory_order_seq_cst))) {
         atomic_store_explicit(&sp->yielded, y, memory_order_seq_cst); /* under mu: undone */
@@ -462,9 +465,11 @@ static int scan(tg_pool *p, int64_t now) {
     return fresh || stalled != before;
 }
 
-/* Under mu: puts spares on duty while fewer are on duty than wanted. An idle spare thread is woken; a free slot is returned for the
- * caller to start its thread (counted on duty already); -1 when nothing (more) is to do. */
-static int activate(tg_pool *p, int64_t now) {
+/* Under mu: puts spares on duty while fewer are on duty than wanted. An idle spare thread is
+ * woken; a free slot is returned for the caller to start its thread (counted on duty
+ * already), or, where the caller may not start one (!may_start), NEEDS_THREAD is returned
+ * and the slot left free; -1 when nothing (more) is to do. */
+static int activate(tg_pool *p, int64_t now, int may_start) {
     tg_spares *sp = &p->sp;
     release_yielded_locked(sp); /* a worker that yielded its core serves before a new spare */
     for (;;) {
@@ -481,6 +486,7 @@ static int activate(tg_pool *p, int64_t now) {
         }
         int k = idle >= 0 ? idle : free_slot;
         if (k < 0) return -1; /* every spare slot has a thread on duty */
+        if (idle < 0 && !may_start) return NEEDS_THREAD;
         if (idle < 0 && now < sp->backoff_until) return -1; /* the OS refused one a moment ago */
         /* The slot is in the span before its thread is told (tg_sleep_enter_slot). */
         tg_sleep_widen(&p->sl, p->n + k + 1);
@@ -496,6 +502,15 @@ static int activate(tg_pool *p, int64_t now) {
         if (sp->threads > sp->peak) sp->peak = sp->threads;
         return p->n + k;
     }
+}
+
+/* A task declared its wait and fewer spares serve than tasks wait: the waiting thread puts
+ * an idle spare thread on duty itself (one wake-up, where asking the manager took two), and
+ * asks the manager only for a thread to start (the manager starts threads: engine.c). */
+static void serve(tg_pool *p) {
+    pthread_mutex_lock(&p->sp.mu);
+    if (activate(p, tg_now_ns(), 0) == NEEDS_THREAD) kick_locked(&p->sp);
+    pthread_mutex_unlock(&p->sp.mu);
 }
 
 /* Under mu: whether every slot in service is idle and no task declared a wait, after
@@ -519,7 +534,7 @@ int tg_pool_manage(tg_pool *p) {
     for (;;) {
         if (is_shutdown(p)) break;
         int64_t now = tg_now_ns();
-        int slot = activate(p, now);
+        int slot = activate(p, now, 1);
         if (slot >= 0) {
             pthread_mutex_unlock(&sp->mu);
             return slot;
