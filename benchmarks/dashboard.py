@@ -3,17 +3,25 @@
     python benchmarks/dashboard.py [--quick] [--out FILE]
 
 Two figures, each the extra time with a dashboard open against the same runs without one, on
-one 2-worker scheduler, from 12 rounds (6 with --quick): in each round both runs come in turn,
-each timed run after an untimed one of its own, and a round's figure is their ratio. A third
-run in each round, without a dashboard again, gives the same ratio between two runs of the
-same code (A/A): the noise a round's figure carries on this machine, printed beside. The
-three runs of a round come in one of their six orders, each order in as many rounds: each run
-follows each other run equally often, so what closing a dashboard leaves to the next run (its
-threads ending, its memory freed) lands on the control as often as on the run without. A first round of all three, untimed, warms the process up (the
-first dashboard opened imports its modules and starts its threads; the first half-million
-tasks take their memory from the kernel). "Open" means what a user has: the dashboard's server and
-sampler running and a page reading its event stream (a client thread here, reading every
-update). Opening and closing the dashboard is outside the timed runs.
+one 2-worker scheduler, from 12 rounds (6 with --quick). In a round three sides come in turn:
+without a dashboard, with one open, and without again; each side makes an untimed run and then
+three timed ones, its figure the fastest of the three (timeit's advice: the slower runs are
+other programs' doing, not the code's; every run is long enough to hold several of the
+sampler's drains, so the fastest holds them too). A round's figure is the ratio of the side
+with a dashboard to the side without; the side without again gives the same ratio between two
+sides of the same code (A/A), the noise a round's figure carries on this machine, printed
+beside. The sides of a round come in one of their six orders, each order in as many rounds:
+each side follows each other equally often, so what closing a dashboard leaves to the next
+side (its threads ending, its memory freed) lands on the control as often as on the side
+without. A first round, untimed, warms the process up (the first dashboard opened imports its
+modules and starts its threads; the first half-million tasks take their memory from the
+kernel). The cyclic collector is off in the rounds, as timeit turns it off: whether a
+collection falls in a run depends on where the allocation count stands when the run starts,
+and a collection over half a million pending tasks moves a trivial-task run by 20-30% either
+way, with or without a dashboard (the process's memory stays flat without it: these tasks
+make no cycles). "Open" means what a user has: the dashboard's server and sampler running and
+a page reading its event stream (a client thread here, reading every update). Opening and
+closing the dashboard is outside the timed runs.
 
   1. trivial tasks, spawned (children of one task) and lazy (a flat graph computed from
      outside), 500,000 a run: per round the larger of the two extras; target <= 10%;
@@ -25,6 +33,7 @@ workers, the sampler, the server), which other programs on a shared machine move
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import itertools
 import statistics
@@ -78,34 +87,45 @@ class Page:
 
 SIDES = ("off", "on", "again")  # "again": a second run without, the A/A control
 ORDERS = list(itertools.permutations(SIDES))  # a round's order: each in as many rounds
+TIMED = 3  # timed runs of a side in a round: its figure is the fastest (timeit's rule)
 
 
-def measure(s, fn, reps):
+def measure(s, fn, reps, timed=TIMED):
     """Rounds of fn without a dashboard, with one open, and without again (the order going
-    through ORDERS): (wall, cpu) lists per side."""
+    through ORDERS), the cyclic collector off: per side, (wall, cpu) lists, a round's figure
+    the fastest of the side's `timed` runs, which follow an untimed one."""
     out = {side: ([], []) for side in SIDES}
     events = dropped = 0
-    for r in range(-1, reps):  # round -1: the warm-up, not counted
-        for side in ORDERS[r % len(ORDERS)]:
-            d = page = None
-            if side == "on":
-                d = tg.dashboard(s)
-                page = Page(d)
-            try:
-                fn()  # settle: the timed run follows a run of its own
-                c0, t0 = time.process_time(), time.perf_counter()
-                fn()
-                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            finally:
-                if d is not None:
-                    page.close()
-                    events += page.events
-                    d.model.tick()
-                    dropped += sum(l["dropped"] for l in d.snapshot()["lanes"])
-                    d.close()
-            if r >= 0:
-                out[side][0].append(wall)
-                out[side][1].append(cpu)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for r in range(-1, reps):  # round -1: the warm-up, not counted
+            for side in ORDERS[r % len(ORDERS)]:
+                d = page = None
+                if side == "on":
+                    d = tg.dashboard(s)
+                    page = Page(d)
+                try:
+                    fn()  # settle: the timed runs follow a run of their own
+                    runs = []
+                    for _ in range(timed):
+                        c0, t0 = time.process_time(), time.perf_counter()
+                        fn()
+                        runs.append((time.perf_counter() - t0, time.process_time() - c0))
+                    wall, cpu = min(runs)
+                finally:
+                    if d is not None:
+                        page.close()
+                        events += page.events
+                        d.model.tick()
+                        dropped += sum(l["dropped"] for l in d.snapshot()["lanes"])
+                        d.close()
+                if r >= 0:
+                    out[side][0].append(wall)
+                    out[side][1].append(cpu)
+    finally:
+        if collecting:
+            gc.enable()
     print(f"    ({fn.__name__}: {events} updates read, {dropped} records dropped by full rings)", flush=True)
     return out, events
 
