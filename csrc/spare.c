@@ -172,7 +172,8 @@ void tg_pool_block_begin(tg_pool *p, int w) {
     if (!sp->limit) return;
     /* seq_cst load of `yielded` after the RMW above: pairs with tg_spare_yield's seq_cst store
      * of `yielded` then load of `blocked` (Dekker): either that worker's re-check sees this
-     * wait and does not yield, or this load sees it yielded and serve releases it. Relaxed `on`: a hint; asking the manager once too often costs it one look. */
+     * wait and does not yield, or this load sees it yielded and serve releases it. Relaxed
+     * `on`: a hint; serving once too often costs a turn of the spares' lock. */
     int y = atomic_load_explicit(&sp->yielded, memory_order_seq_cst);
     if (atomic_load_explicit(&sp->on, memory_order_relaxed) - y < wanted_with(sp, b)) serve(p);
 }
@@ -515,8 +516,10 @@ static void serve(tg_pool *p) {
 
 /* Under mu: whether every slot in service is idle and no task declared a wait, after
  * announcing the manager's sleep: seq_cst store of `parked`, then seq_cst loads of each
- * idle_now and of `blocked`: pairs with note_busy's store then load, and with block_begin's
- * RMW then kick (Dekker: either we see the worker busy, or it sees us parked and kicks). */
+ * idle_now and of `blocked`: pairs with note_busy's store then load (Dekker: either we see
+ * the worker busy, or it sees us parked and kicks). A task declaring a wait is such a busy
+ * worker; its RMW of `blocked` keeps the manager up while it waits, and serve kicks the
+ * manager, under mu, for a thread to start. */
 static int may_park(tg_pool *p) {
     tg_spares *sp = &p->sp;
     atomic_store_explicit(&sp->parked, 1, memory_order_seq_cst);
