@@ -142,11 +142,19 @@ static PyObject *current_node(PyObject *mod, PyObject *unused) {
     return Py_NewRef((PyObject *)W->current);
 }
 
-/* cancelled(): whether the task running on this thread should stop early. */
+/* cancelled(): whether the task running on this thread should stop early. node.cancel() asks
+ * the task (its flag) before it sets the run's hint that makes a task check its ancestors
+ * before it starts (node.c, worker.c's execute): a task that sees the request first sets the
+ * hint itself, so that no child it spawns from then on starts (relaxed: the child's start
+ * follows its spawn, through the deque's release and acquire or on this same thread). */
 static PyObject *cancelled(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     Runner *W = TG_TLS.worker;
-    return PyBool_FromLong(W && W->current && tg_node_cancel_requested(W->current));
+    if (!W || !W->current || !tg_node_cancel_requested(W->current)) Py_RETURN_FALSE;
+    tg_run *run = tg_task_run(&W->current->t);
+    if (run && tg_node_cancel_asked(W->current))
+        atomic_store_explicit(&RUN_OF(run)->cancel_running, 1, memory_order_relaxed);
+    Py_RETURN_TRUE;
 }
 
 static PyObject *run_inline(PyObject *mod, PyObject *node) {

@@ -32,8 +32,9 @@ struct RunObject {
     PyObject *error;        /* the first failure of a top-level task */
     PyObject *reason;       /* why it was cancelled (str) */
     RunObject *prev, *next; /* the engine's active runs (engine->mu) */
-    /* Set (never cleared) when node.cancel() found one of its tasks running: from then on a
-     * task of this run checks its ancestors before it starts. Relaxed: a hint; seen late, a
+    /* Set (never cleared) when node.cancel() found one of its tasks running, or when such a
+     * task saw the request before node.cancel() set this (taskgraph.cancelled(), module.c):
+     * from then on a task of this run checks its ancestors before it starts. Relaxed: a hint; seen late, a
      * child of a cancelled task may start, and its task can still check tg.cancelled(). */
     _Atomic int cancel_running;
     /* taskgraph.Executor's run (executor.c): 0 for a compute's run; TG_EXEC_OPEN while it
