@@ -5,6 +5,7 @@ input, map's own semantics. Interpreter exit: tests/test_executor_exit.py."""
 import asyncio
 import concurrent.futures as cf
 import gc
+import re
 import threading
 import time
 import traceback
@@ -523,7 +524,14 @@ def test_initializer_runs_once_per_worker_before_it_takes_a_call():
 
     with tg.Executor(3, thread_name_prefix="ini", initializer=init, initargs=("x",)) as ex:
         assert all(f.result() for f in [ex.submit(seen) for _ in range(30)])
-    assert sorted(names) == [("x", "ini_0"), ("x", "ini_1"), ("x", "ini_2")]
+    threads = [n for _, n in names]
+    assert all(tag == "x" for tag, _ in names)
+    assert len(threads) == len(set(threads))  # once per thread
+    assert {"ini_0", "ini_1", "ini_2"} <= set(threads)
+    # Any other is a spare thread, which runs it too before its first call (docs/api/executor.md):
+    # on a loaded machine a call can wait on the lock long enough (its holder descheduled) for
+    # the manager to find the wait and put a spare on duty.
+    assert all(re.fullmatch(r"ini_s\d+", n) for n in set(threads) - {"ini_0", "ini_1", "ini_2"}), threads
 
 
 def test_a_failing_initializer_breaks_the_executor(caplog):
