@@ -34,8 +34,9 @@ struct RunObject {
     RunObject *prev, *next; /* the engine's active runs (engine->mu) */
     /* Set (never cleared) when node.cancel() found one of its tasks running, or when such a
      * task saw the request before node.cancel() set this (taskgraph.cancelled(), module.c):
-     * from then on a task of this run checks its ancestors before it starts. Relaxed: a hint; seen late, a
-     * child of a cancelled task may start, and its task can still check tg.cancelled(). */
+     * from then on a task of this run checks its ancestors before it starts. Relaxed: a hint;
+     * seen late, a child of a cancelled task may start, and its task can still check
+     * tg.cancelled(). */
     _Atomic int cancel_running;
     /* taskgraph.Executor's run (executor.c): 0 for a compute's run; TG_EXEC_OPEN while it
      * takes calls: a failed call is its own future's, never its run's (no fail-fast,
