@@ -5,6 +5,7 @@
 #define TG_POOLSTATE_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -63,7 +64,7 @@ _Static_assert(sizeof(tg_worker) <= 256, "tg_worker: keep the manager's fields i
  * each run by a thread only while the pool wants it. */
 typedef struct {
     int limit;               /* how many spare slots (0: none, and no manager) */
-    int inited;              /* tg_spares_init ran (its mutex and condition variables exist) */
+    int inited;              /* tg_spares_init ran (its mutex, condition variables and semaphores exist) */
     int detect;              /* the manager looks for undeclared waits (set before any thread) */
     /* Tasks inside a declared wait (tg_pool_block_begin/end): seq_cst RMWs, read by the
      * manager and by the spares deciding to leave duty. */
@@ -89,7 +90,8 @@ typedef struct {
     pthread_cond_t cv;       /* the manager waits here */
     pthread_cond_t ycv;      /* yielded workers wait here */
     int released;            /* releases of yielded workers not taken yet (tg_spare_yield) */
-    pthread_cond_t *scv;     /* per spare slot: its thread waits here while off duty */
+    sem_t *swake;            /* per spare slot: its thread waits on it while off duty; posted
+                              * when the slot goes on duty (spare.c, tg_pool_spare_wait) */
     int32_t *state;          /* per spare slot: SPARE_FREE, SPARE_IDLE, SPARE_DUTY (spare.c) */
     int kicked;              /* the manager was asked to look now */
     int64_t backoff_until;   /* after the OS refused a thread: no new start before this */

@@ -62,19 +62,19 @@ int tg_spares_init(tg_pool *p, int nspares) {
     pthread_cond_init(&sp->cv, &ca);
     pthread_cond_init(&sp->ycv, &ca);
     if (nspares > 0) {
-        sp->scv = calloc((size_t)nspares, sizeof *sp->scv);
+        sp->swake = calloc((size_t)nspares, sizeof *sp->swake);
         sp->state = calloc((size_t)nspares, sizeof *sp->state);
         sp->last_run = calloc((size_t)p->nslots, sizeof *sp->last_run);
         sp->last_cpu = calloc((size_t)p->nslots, sizeof *sp->last_cpu);
         sp->streak = calloc((size_t)p->nslots, sizeof *sp->streak);
-        if (!sp->scv || !sp->state || !sp->last_run || !sp->last_cpu || !sp->streak) {
+        if (!sp->swake || !sp->state || !sp->last_run || !sp->last_cpu || !sp->streak) {
             pthread_condattr_destroy(&ca);
-            free(sp->scv); /* nothing initialised in it yet */
-            sp->scv = NULL;
+            free(sp->swake); /* nothing initialised in it yet */
+            sp->swake = NULL;
             sp->inited = 1; /* tg_spares_destroy frees the rest */
             return -1;
         }
-        for (int i = 0; i < nspares; i++) pthread_cond_init(&sp->scv[i], &ca);
+        for (int i = 0; i < nspares; i++) sem_init(&sp->swake[i], 0, 0);
         for (int i = 0; i < p->nslots; i++) sp->last_cpu[i] = -1;
     }
     pthread_condattr_destroy(&ca);
@@ -85,8 +85,8 @@ int tg_spares_init(tg_pool *p, int nspares) {
 void tg_spares_destroy(tg_pool *p) {
     tg_spares *sp = &p->sp;
     if (!sp->inited) return; /* the pool's construction failed before tg_spares_init */
-    for (int i = 0; sp->scv && i < sp->limit; i++) pthread_cond_destroy(&sp->scv[i]);
-    free(sp->scv);
+    for (int i = 0; sp->swake && i < sp->limit; i++) sem_destroy(&sp->swake[i]);
+    free(sp->swake);
     free(sp->state);
     free(sp->last_run);
     free(sp->last_cpu);
@@ -94,7 +94,7 @@ void tg_spares_destroy(tg_pool *p) {
     pthread_cond_destroy(&sp->cv);
     pthread_cond_destroy(&sp->ycv);
     pthread_mutex_destroy(&sp->mu);
-    sp->scv = NULL;
+    sp->swake = NULL;
     sp->state = NULL;
     sp->last_run = sp->last_cpu = NULL;
     sp->streak = NULL;
@@ -120,7 +120,7 @@ void tg_spares_wake_all(tg_pool *p) {
     pthread_mutex_lock(&sp->mu);
     kick_locked(sp);
     pthread_cond_broadcast(&sp->ycv); /* yielded workers */
-    for (int i = 0; i < sp->limit; i++) pthread_cond_broadcast(&sp->scv[i]);
+    for (int i = 0; i < sp->limit; i++) sem_post(&sp->swake[i]);
     pthread_mutex_unlock(&sp->mu);
 }
 
@@ -292,8 +292,16 @@ int tg_pool_spare_wait(tg_pool *p, int w, int64_t idle_ns) {
     struct timespec until;
     timespec_at(&until, tg_now_ns() + idle_ns);
     int timed_out = 0;
-    while (sp->state[k] == SPARE_IDLE && !timed_out && !is_shutdown(p))
-        timed_out = pthread_cond_timedwait(&sp->scv[k], &sp->mu, &until) == ETIMEDOUT;
+    /* The state changes under mu; the wait is on the slot's semaphore, outside mu: a post
+     * (activate, after or under mu; shutdown) made before the wait begins is counted, not lost,
+     * and a stale one only makes a turn of this loop. A condition variable would hand mu back
+     * marked contended, so that every wake-up cost a second system call, and a spare woken
+     * under the waker's mu waited for it (design/sleep.md, "On duty"). */
+    while (sp->state[k] == SPARE_IDLE && !timed_out && !is_shutdown(p)) {
+        pthread_mutex_unlock(&sp->mu);
+        timed_out = sem_clockwait(&sp->swake[k], CLOCK_MONOTONIC, &until) != 0 && errno == ETIMEDOUT;
+        pthread_mutex_lock(&sp->mu);
+    }
     if (sp->state[k] == SPARE_DUTY) { /* the manager put it back on duty (never after shutdown) */
         pthread_mutex_unlock(&sp->mu);
         tg_sleep_enter_slot(&p->sl);
@@ -467,10 +475,11 @@ static int scan(tg_pool *p, int64_t now) {
 }
 
 /* Under mu: puts spares on duty while fewer are on duty than wanted. An idle spare thread is
- * woken; a free slot is returned for the caller to start its thread (counted on duty
- * already), or, where the caller may not start one (!may_start), NEEDS_THREAD is returned
- * and the slot left free; -1 when nothing (more) is to do. */
-static int activate(tg_pool *p, int64_t now, int may_start) {
+ * woken (where `wake` is given, the first one is left in *wake for the caller to post after
+ * mu); a free slot is returned for the caller to start its thread (counted on duty already),
+ * or, where the caller may not start one (!may_start), NEEDS_THREAD is returned and the slot
+ * left free; -1 when nothing (more) is to do. */
+static int activate(tg_pool *p, int64_t now, int may_start, int *wake) {
     tg_spares *sp = &p->sp;
     release_yielded_locked(sp); /* a worker that yielded its core serves before a new spare */
     for (;;) {
@@ -495,7 +504,8 @@ static int activate(tg_pool *p, int64_t now, int may_start) {
         atomic_store_explicit(&sp->on, on + 1, memory_order_relaxed); /* under mu */
         sp->activations++;
         if (idle >= 0) {
-            pthread_cond_signal(&sp->scv[k]);
+            if (wake && *wake < 0) *wake = k;
+            else sem_post(&sp->swake[k]);
             continue;
         }
         sp->threads++;
@@ -509,9 +519,13 @@ static int activate(tg_pool *p, int64_t now, int may_start) {
  * an idle spare thread on duty itself (one wake-up, where asking the manager took two), and
  * asks the manager only for a thread to start (the manager starts threads: engine.c). */
 static void serve(tg_pool *p) {
+    int wake = -1;
     pthread_mutex_lock(&p->sp.mu);
-    if (activate(p, tg_now_ns(), 0) == NEEDS_THREAD) kick_locked(&p->sp);
+    if (activate(p, tg_now_ns(), 0, &wake) == NEEDS_THREAD) kick_locked(&p->sp);
     pthread_mutex_unlock(&p->sp.mu);
+    /* After mu: the woken spare takes mu first thing (tg_pool_spare_wait); its slot is DUTY
+     * already, so its thread cannot leave meanwhile. */
+    if (wake >= 0) sem_post(&p->sp.swake[wake]);
 }
 
 /* Under mu: whether every slot in service is idle and no task declared a wait, after
@@ -537,7 +551,7 @@ int tg_pool_manage(tg_pool *p) {
     for (;;) {
         if (is_shutdown(p)) break;
         int64_t now = tg_now_ns();
-        int slot = activate(p, now, 1);
+        int slot = activate(p, now, 1, NULL);
         if (slot >= 0) {
             pthread_mutex_unlock(&sp->mu);
             return slot;
