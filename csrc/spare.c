@@ -405,7 +405,8 @@ void tg_pool_pause_note(int starting) {
 /* One scan, under mu: which slots keep a task without progress (the same count of tasks
  * handed to them as at the previous scan, not idle, not in a declared wait), and of those,
  * which spent less than half of the wall time since the previous scan on a CPU or ready for
- * one (busy_ns): they wait. A slot found waiting at two scans in a row is stalled (a short
+ * one (busy_ns, read for every slot in service that is neither idle nor in a declared wait,
+ * so that a slot is judged at the first scan after it took its task): they wait. A slot found waiting at two scans in a row is stalled (a short
  * wait, a lock held for a moment, is not worth a thread); an interval with a stop of every
  * thread in it (a garbage collection: every thread waits, and a spare would too) judges
  * nothing. Publishes how many are stalled (sp->stalled). Returns 1 if something changed (a
@@ -414,14 +415,15 @@ void tg_pool_pause_note(int starting) {
  * One spare per stalled slot keeps as many threads computing as there are workers; but when
  * the spares' own tasks wait too (an Executor's I/O calls), each wave of found waits adds
  * only as many threads as were computing, and a wave takes about three scans: 200 calls
- * waiting 50 ms took 0.46 s on 2 workers that way. So while every thread in service waits
- * (none computes, none is idle: no core is in use and tasks are queued, or a worker would be
- * idle), the manager wants as many again (sp->surge): the waves double. A thread that then
- * computes ends the surge at the next scan, and spares beyond what is wanted leave duty at
- * their next idle point. */
+ * waiting 50 ms took 0.46 s on 2 workers that way. So while fewer threads compute than there
+ * are workers and none is idle (a core is free and tasks are queued, or a worker would be
+ * idle), the manager wants as many again (sp->surge): the waves double. A thread computes
+ * unless found off the CPU for most of the interval (a waiting candidate, or one that ended a
+ * wait and took the next task); one not judged (no reading yet, a GC) counts as computing.
+ * Once as many compute as there are workers, the surge ends; spares beyond want leave. */
 static int scan(tg_pool *p, int64_t now) {
     tg_spares *sp = &p->sp;
-    int span = tg_sleep_span(&p->sl), stalled = 0, fresh = 0, others = 0;
+    int span = tg_sleep_span(&p->sl), stalled = 0, fresh = 0, idle = 0, busy = 0;
     int64_t dt = now - sp->last_scan;
     int64_t epoch = atomic_load_explicit(&pause_epoch, memory_order_relaxed); /* a hint */
     int paused = epoch != sp->last_epoch || (epoch & 1);
@@ -437,23 +439,36 @@ static int scan(tg_pool *p, int64_t now) {
             sp->streak[i] = 0;
             continue;
         }
-        int serving = in_service(p, i), blocking = 0;
-        if (!serving || atomic_load_explicit(&wk->idle_now, memory_order_relaxed) ||
-            (blocking = atomic_load_explicit(&wk->blocking, memory_order_relaxed)) || run != prev) {
-            others += serving && !blocking; /* idle, or computing: no surge */
+        int serving = in_service(p, i);
+        int idle_now = serving && atomic_load_explicit(&wk->idle_now, memory_order_relaxed);
+        if (!serving || idle_now || atomic_load_explicit(&wk->blocking, memory_order_relaxed)) {
+            idle |= idle_now; /* no task queued that it could take: no surge */
             sp->last_cpu[i] = -1;
             sp->streak[i] = 0;
             continue;
         }
-        int64_t cpu = busy_ns(wk);
-        int was = stalled;
-        if (sp->last_cpu[i] < 0 || cpu < 0) {
-            fresh = 1; /* judged at the next scan */
-        } else if (paused) {
-            stalled += sp->streak[i] >= 2; /* as it was: judged again at the next scan */
-        } else if (dt > 0 && (cpu - sp->last_cpu[i]) * 2 < dt) {
-            if (++sp->streak[i] == 2) {
-                fresh = 1;
+        /* Its time on a CPU or ready for one since the last scan, where both readings exist:
+         * less than half of the interval means it waited meanwhile. */
+        int64_t cpu = busy_ns(wk), last = sp->last_cpu[i];
+        sp->last_cpu[i] = cpu;
+        int judged = last >= 0 && cpu >= 0 && dt > 0 && !paused;
+        int waited = judged && (cpu - last) * 2 < dt;
+        if (run != prev) {
+            /* It took a task since the last scan: no candidate; computing, unless it waited
+             * over the interval (a thread that ended one wait and began the next). */
+            busy += !waited;
+            sp->streak[i] = 0;
+            continue;
+        }
+        if (!judged) {
+            /* Judged at the next scan (a stop of every thread, a GC, judges nothing: its
+             * streak stands); meanwhile it counts as computing. */
+            fresh |= last < 0 || cpu < 0;
+            stalled += paused && sp->streak[i] >= 2;
+            busy += !(paused && sp->streak[i] >= 2);
+        } else if (waited) {
+            if (++sp->streak[i] <= 2) fresh = 1; /* a new candidate, or newly stalled */
+            if (sp->streak[i] == 2) {
                 /* Relaxed RMW: see tg_pool_block_begin. */
                 atomic_fetch_add_explicit(&wk->waits, 1, memory_order_relaxed);
             }
@@ -461,15 +476,14 @@ static int scan(tg_pool *p, int64_t now) {
         } else {
             fresh |= sp->streak[i] != 0;
             sp->streak[i] = 0;
+            busy++;
         }
-        others += stalled == was; /* not (yet) found waiting: it may compute */
-        sp->last_cpu[i] = cpu;
     }
     sp->last_scan = now;
     int before = atomic_load_explicit(&sp->stalled, memory_order_relaxed); /* our own store */
     /* Relaxed: hints for wanted() (see there). */
     atomic_store_explicit(&sp->stalled, stalled, memory_order_relaxed);
-    atomic_store_explicit(&sp->surge, others ? 0 : stalled, memory_order_relaxed);
+    atomic_store_explicit(&sp->surge, idle || busy >= p->n ? 0 : stalled, memory_order_relaxed);
     if (stalled) sp->stalls++;
     return fresh || stalled != before;
 }
