@@ -14,10 +14,13 @@
   3. fib(28) with a cutoff at 16 on tg.Scheduler(2) while 100 tasks that each wait 50 ms are
      in flight (a thread keeps computing batches of 100 such tasks on the same scheduler until
      fib is done), against plain recursive fib(28): target >= 1.8x; beside it fib alone. A
-     round times ten computes of fib back to back (one takes ~20 ms, less than a batch's
-     50 ms: timed alone, a round would catch a batch's start or none by chance); and, as a
-     control, fib beside the same waits made by plain threads (batches of 100 time.sleep calls
-     through a ThreadPoolExecutor(100)): what the waits' own wake-ups cost fib on these cores;
+     round times thirty computes of fib back to back (one takes ~20 ms, less than a batch's
+     50 ms: timed alone, a round would catch a batch's start or none by chance; a round of
+     ten, ~0.2 s, moved by 20-50% with this machine's bursts of a few milliseconds, a round
+     of thirty by 8-12% on a calm machine); and, as a control, fib beside the same waits made by plain
+     threads (batches of 100 time.sleep calls through a ThreadPoolExecutor(100)): what the
+     waits' own wake-ups cost fib on these cores. Beside each, the waits begun a second: the
+     plain threads, which wait for a core once their sleep ends, begin fewer;
   4. 10,000 waiting tasks (0.2 ms each) on tg.Scheduler(2): the most spare threads alive at
      once (target: never above the bound, Scheduler.spares), and how long after the last task
      the spare threads are gone (target: within a second; the default spare_idle is 0.5 s).
@@ -147,14 +150,14 @@ def threads_delta(before, after):
     return out
 
 
-def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
+def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=30):
     """fib(n) (cutoff) on Scheduler(2) while a thread keeps `inflight` waiting tasks going on
     the same scheduler; and fib alone; against plain recursive fib(n). Each figure of a round
     is the time of `per_round` computes back to back."""
     with tg.Scheduler(2) as s, cf.ThreadPoolExecutor(inflight) as pool:
         s.compute(fib(20, cutoff))
         list(pool.map(time.sleep, [0.001] * inflight))  # its threads started
-        batches = [0]
+        batches = [0, 0]  # batches of waits run beside fib: tasks, plain threads
 
         threads = {}  # per side: per round, the scheduler's threads' CPU and run-queue seconds
 
@@ -195,8 +198,12 @@ def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
         def with_waits():
             return beside(tasks_batch, "with_waiting")
 
+        def threads_batch():
+            list(pool.map(time.sleep, [WAIT] * inflight))
+            batches[1] += 1
+
         def with_thread_waits():
-            return beside(lambda: list(pool.map(time.sleep, [WAIT] * inflight)), "with_thread_waits")
+            return beside(threads_batch, "with_thread_waits")
 
         fib_serial_value = fib_serial(n)
         m = Machine()
@@ -214,7 +221,11 @@ def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
            "with_over_alone": {**summary(kept), "values": kept},
            "thread_waits_over_alone": summary([a / b for a, b in zip(t_alone, t_threads)]),
            "threads_s": threads,
-           "waiting_batches": batches[0], "spare_stats": st}
+           "waiting_batches": batches[0], "thread_batches": batches[1],
+           # Waits begun per second of the sides' timed fib (the batches run a little longer:
+           # a side starts them WAIT/2 before fib and lets the last one finish).
+           "waits_per_s": inflight * batches[0] / sum(t_waits),
+           "thread_waits_per_s": inflight * batches[1] / sum(t_threads), "spare_stats": st}
     word, det = verdict(speed, 1.8, "higher", load=load)
     out["verdict"] = {"word": word, **det}
     print(f"fib({n}) cutoff {cutoff} on 2 workers with {inflight} waiting tasks in flight, "
@@ -226,9 +237,10 @@ def fib_with_waiting(runs, n=28, cutoff=16, inflight=100, per_round=10):
           f"{spread_text(out['speedup_with_waiting'], fmt='{:.2f}', unit='x')} "
           f"({batches[0]} batches of {inflight}; peak {st['peak_threads']} spare threads)")
     print(f"  speed kept beside the waiting (alone's time over with's, per round): "
-          f"{spread_text(out['with_over_alone'], fmt='{:.2f}')}; beside the same waits in plain "
-          f"threads (ThreadPoolExecutor({inflight})): "
-          f"{spread_text(out['thread_waits_over_alone'], fmt='{:.2f}')}")
+          f"{spread_text(out['with_over_alone'], fmt='{:.2f}')}, {out['waits_per_s']:.0f} waits "
+          f"begun a second; beside the same waits in plain threads (ThreadPoolExecutor({inflight})): "
+          f"{spread_text(out['thread_waits_over_alone'], fmt='{:.2f}')}, "
+          f"{out['thread_waits_per_s']:.0f} waits begun a second")
     for side, what in (("alone", "alone"), ("with_waiting", "beside the waiting tasks"),
                        ("with_thread_waits", "beside the plain threads' waits")):
         parts = []
