@@ -64,7 +64,7 @@ _Static_assert(sizeof(tg_worker) <= 256, "tg_worker: keep the manager's fields i
  * each run by a thread only while the pool wants it. */
 typedef struct {
     int limit;               /* how many spare slots (0: none, and no manager) */
-    int inited;              /* tg_spares_init ran (its mutex, condition variables and semaphores exist) */
+    int inited;              /* tg_spares_init ran (its mutex, conditions, semaphores exist) */
     int detect;              /* the manager looks for undeclared waits (set before any thread) */
     /* Tasks inside a declared wait (tg_pool_block_begin/end): seq_cst RMWs, read by the
      * manager and by the spares deciding to leave duty. */

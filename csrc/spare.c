@@ -293,13 +293,13 @@ int tg_pool_spare_wait(tg_pool *p, int w, int64_t idle_ns) {
     timespec_at(&until, tg_now_ns() + idle_ns);
     int timed_out = 0;
     /* The state changes under mu; the wait is on the slot's semaphore, outside mu: a post
-     * (activate, after or under mu; shutdown) made before the wait begins is counted, not lost,
-     * and a stale one only makes a turn of this loop. A condition variable would hand mu back
-     * marked contended, so that every wake-up cost a second system call, and a spare woken
-     * under the waker's mu waited for it (design/sleep.md, "On duty"). */
+     * (activate, after or under mu; shutdown) made before the wait begins is counted, and a
+     * stale one makes a turn of this loop. A condition variable handed mu back marked
+     * contended: one more system call per wake-up (design/sleep.md, "On duty"). */
     while (sp->state[k] == SPARE_IDLE && !timed_out && !is_shutdown(p)) {
         pthread_mutex_unlock(&sp->mu);
-        timed_out = sem_clockwait(&sp->swake[k], CLOCK_MONOTONIC, &until) != 0 && errno == ETIMEDOUT;
+        int r = sem_clockwait(&sp->swake[k], CLOCK_MONOTONIC, &until);
+        timed_out = r != 0 && errno == ETIMEDOUT;
         pthread_mutex_lock(&sp->mu);
     }
     if (sp->state[k] == SPARE_DUTY) { /* the manager put it back on duty (never after shutdown) */
@@ -405,12 +405,12 @@ void tg_pool_pause_note(int starting) {
 /* One scan, under mu: which slots keep a task without progress (the same count of tasks
  * handed to them as at the previous scan, not idle, not in a declared wait), and of those,
  * which spent less than half of the wall time since the previous scan on a CPU or ready for
- * one (busy_ns, read for every slot in service that is neither idle nor in a declared wait,
- * so that a slot is judged at the first scan after it took its task): they wait. A slot found waiting at two scans in a row is stalled (a short
- * wait, a lock held for a moment, is not worth a thread); an interval with a stop of every
- * thread in it (a garbage collection: every thread waits, and a spare would too) judges
- * nothing. Publishes how many are stalled (sp->stalled). Returns 1 if something changed (a
- * new candidate, a streak, or the count), so the next scan comes soon.
+ * one (busy_ns, read for each slot in service neither idle nor in a declared wait: a slot is
+ * judged at the first scan after it took its task): they wait. Found waiting at two scans in
+ * a row, it is stalled (a short wait, a lock held for a moment, is not worth a thread); an
+ * interval with a stop of every thread (a garbage collection: every thread waits, and a
+ * spare would too) judges nothing. Publishes how many are stalled (sp->stalled). Returns 1
+ * if something changed (a candidate, a streak, the count), so the next scan comes soon.
  *
  * One spare per stalled slot keeps as many threads computing as there are workers; but when
  * the spares' own tasks wait too (an Executor's I/O calls), each wave of found waits adds
