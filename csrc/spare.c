@@ -461,11 +461,11 @@ static int scan(tg_pool *p, int64_t now) {
             continue;
         }
         if (!judged) {
-            /* Judged at the next scan (a stop of every thread, a GC, judges nothing: its
-             * streak stands); meanwhile it counts as computing. */
+            /* Judged next scan (a GC judges nothing, stalled stays so); computing till then */
+            int still = paused && sp->streak[i] >= 2;
             fresh |= last < 0 || cpu < 0;
-            stalled += paused && sp->streak[i] >= 2;
-            busy += !(paused && sp->streak[i] >= 2);
+            stalled += still;
+            busy += !still;
         } else if (waited) {
             if (++sp->streak[i] <= 2) fresh = 1; /* a new candidate, or newly stalled */
             if (sp->streak[i] == 2) {
