@@ -66,7 +66,8 @@ def per_task(runs, n):
     """us per task of (submit then result) for each executor, the pools made once."""
     tge, tpe, ppe = tg.Executor(2), cf.ThreadPoolExecutor(2), cf.ProcessPoolExecutor(2)
     try:
-        submit_all(ppe, 100)  # start its processes outside the timing
+        for ex in (tge, tpe, ppe):
+            submit_all(ex, 100)  # start their threads and processes outside the timing
         t_tg, t_tpe, t_ppe = alternate([lambda: submit_all(tge, n), lambda: submit_all(tpe, n),
                                         lambda: submit_all(ppe, min(n, PPE_SUBMITS))], runs)
     finally:
@@ -86,7 +87,8 @@ def maps(runs, n, fn, arg, peers_n=None, ppe_chunk=1000):
     pn = peers_n or n
     tge, tpe, ppe = tg.Executor(2), cf.ThreadPoolExecutor(2), cf.ProcessPoolExecutor(2)
     try:
-        list(ppe.map(fn, [arg] * 10))
+        for ex in (tge, tpe, ppe):
+            list(ex.map(fn, [arg] * 10))  # start their threads and processes outside the timing
         t_serial, t_tg, t_tpe, t_ppe = alternate([
             lambda: [fn(x) for x in items],
             lambda: list(tge.map(fn, items)),

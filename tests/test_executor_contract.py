@@ -12,6 +12,7 @@ event or a thread that does not end within a generous limit (HANG).
 import concurrent.futures as cf
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -216,6 +217,94 @@ def shutdown_after_fork(cls):
 def test_in_a_child_forked_while_a_call_runs_shutdown_returns_and_submit_is_refused():
     assert same_on_both(shutdown_after_fork) == (
         0, "['returned', 'RuntimeError', 5] True 2")
+
+
+# ---------------------------------------------------------------------- first use
+def starts_at_first_use(cls):
+    """Making the executor starts no thread and runs no initializer; the first submit does."""
+    inits = []
+    before = threading.active_count()
+    ex = cls(max_workers=2, initializer=lambda: inits.append(threading.current_thread().name))
+    made = (threading.active_count() - before, len(inits))
+    result = ex.submit(abs, -4).result(timeout=HANG)
+    ran = bool(inits) and all(name != threading.current_thread().name for name in inits)
+    closed = ends(ex.shutdown)
+    return made, result, ran, closed
+
+
+def test_the_threads_and_the_initializer_start_at_the_first_submit():
+    assert same_on_both(starts_at_first_use) == ((0, 0), 4, True, ("returned", None))
+
+
+def shutdown_before_first_use(cls):
+    before = threading.active_count()
+    ex = cls(max_workers=2)
+    closed = ends(ex.shutdown)
+    return (closed, raised(ex.submit, abs, 1), raised(ex.map, abs, [1]),
+            threading.active_count() - before)
+
+
+def test_an_executor_shut_down_before_its_first_use_never_starts_and_refuses_calls():
+    assert same_on_both(shutdown_before_first_use) == (
+        ("returned", None), "RuntimeError", "RuntimeError", 0)
+    ex = tg.Executor(2)
+    ex.shutdown()
+    with pytest.raises(RuntimeError, match="shut down before its first use"):
+        ex.scheduler
+
+
+def first_submits_at_once(cls, callers=8):
+    """Several threads make the first submits at the same moment: every call runs, and the
+    executor has the threads it was asked for, once."""
+    ex = cls(max_workers=2, thread_name_prefix="firstuse")
+    go = threading.Barrier(callers)
+    out = []
+
+    def caller(i):
+        go.wait(HANG)
+        out.append(ex.submit(abs, -i).result(timeout=HANG))
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG)
+    workers = {t.name for t in threading.enumerate() if re.fullmatch(r"firstuse_\d+", t.name)}
+    closed = ends(ex.shutdown)
+    return sorted(out), len(workers) <= 2, closed
+
+
+def test_first_submits_from_several_threads_at_once_start_one_pool():
+    assert same_on_both(first_submits_at_once) == (list(range(8)), True, ("returned", None))
+
+
+UNUSED_BEFORE_FORK = """
+import os, sys
+import concurrent.futures as cf
+import taskgraph as tg
+cls = {"ThreadPoolExecutor": cf.ThreadPoolExecutor, "taskgraph.Executor": tg.Executor}[sys.argv[1]]
+ex = cls(max_workers=2)
+pid = os.fork()
+if pid == 0:
+    code = 0 if ex.submit(abs, -7).result(timeout=60) == 7 else 3
+    ex.shutdown()
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status), ex.submit(abs, -2).result(timeout=60))
+ex.shutdown()
+"""
+
+
+def unused_before_fork(cls):
+    name = next(n for n, c in EXECUTORS.items() if c is cls)
+    p = subprocess.run([sys.executable, "-c", UNUSED_BEFORE_FORK, name], capture_output=True,
+                       text=True, timeout=HANG)
+    return p.returncode, p.stdout.strip()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_an_executor_made_before_fork_and_unused_works_in_the_child():
+    assert same_on_both(unused_before_fork) == (0, "0 2")
 
 
 # ---------------------------------------------------------------------- initializer

@@ -111,28 +111,9 @@ class TaskgraphInitializerTest(TaskgraphMixin, cf_init.InitializerMixin, cf_util
     pass
 
 
-class _MadeOnFirstUse:
-    """A taskgraph.Executor made when the test first touches it. taskgraph.Executor starts its
-    threads, and so runs its initializer, when it is made (docs/api/executor.md);
-    ThreadPoolExecutor starts a thread at a submit. FailingInitializerMixin's test captures
-    the initializer's log inside its body and relies on init_fail's 0.1 s sleep for the body
-    to begin first, which held for taskgraph only while setUp's return took less than 0.1 s
-    (it took longer once, on a machine running three CI runs side by side). The executor is
-    made where ThreadPoolExecutor would start its first thread: at the test's first use."""
-
-    def __init__(self, **kwargs):
-        self._kwargs = kwargs
-        self._executor = None
-
-    def __getattr__(self, name):
-        if self._executor is None:
-            self._executor = tg.Executor(**self._kwargs)
-        return getattr(self._executor, name)
-
-
 class TaskgraphFailingInitializerTest(TaskgraphMixin, cf_init.FailingInitializerMixin,
                                       cf_util.BaseTestCase):
-    executor_type = _MadeOnFirstUse
+    pass
 
 
 def setUpModule():

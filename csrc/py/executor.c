@@ -50,7 +50,7 @@ typedef struct {
 static PyObject *str_never_ran, *str_name;
 /* Other names this file uses (see run_call). */
 static PyObject *str_condition, *str_failed, *str_submit, *str_shutdown, *str_run, *str_refusal,
-    *str_settle;
+    *str_settle, *str_start;
 #define TG_T_OBJECT_EX 16 /* structmember.h's T_OBJECT_EX (Py_T_OBJECT_EX from 3.12) */
 
 int tg_executor_init(void) {
@@ -58,7 +58,7 @@ int tg_executor_init(void) {
         {&str_never_ran, "_tg_never_ran"}, {&str_name, "__name__"},
         {&str_condition, "_condition"}, {&str_failed, "_tg_failed"}, {&str_submit, "submit"},
         {&str_shutdown, "_shutdown"}, {&str_run, "_run"}, {&str_refusal, "_refusal"},
-        {&str_settle, "_tg_settle"},
+        {&str_settle, "_tg_settle"}, {&str_start, "_start"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!*names[i].slot && !(*names[i].slot = PyUnicode_InternFromString(names[i].s))) return -1;
@@ -336,7 +336,7 @@ static PyObject *refuse(PyObject *self, PyObject *cause) {
 
 /* Executor.submit(fn, /, *args, **kwargs), installed on the class by _exec_configure: refused
  * after shutdown() or at interpreter exit (self._refusal() says with what), else
- * submit_call on the executor's run (self._run). */
+ * submit_call on the executor's run (self._run; self._start() makes it at the first use). */
 static PyObject *executor_submit(PyObject *self, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -351,6 +351,13 @@ static PyObject *executor_submit(PyObject *self, PyObject *const *args, size_t n
     if (shut != Py_False || atomic_load_explicit(&exiting, memory_order_relaxed))
         return refuse(self, NULL);
     PyObject *run = PyObject_GetAttr(self, str_run);
+    if (run == Py_None) { /* the first use: self._start() starts the pool (None: shut down) */
+        Py_SETREF(run, PyObject_CallMethodNoArgs(self, str_start));
+        if (run == Py_None) {
+            Py_DECREF(run);
+            return refuse(self, NULL);
+        }
+    }
     if (!run) return NULL;
     if (!PyObject_TypeCheck(run, &TG_RunType)) {
         Py_DECREF(run);

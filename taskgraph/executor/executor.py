@@ -7,8 +7,10 @@ future's (csrc/py/executor.c). The lifecycle is ThreadPoolExecutor's, on the Sch
 rules (``_Pool``): ``shutdown`` refuses new calls (atomically with any ``submit`` under way),
 waits for the calls, then closes the scheduler; on one of the executor's own threads (a call, a
 done callback, a finalizer) it never waits for itself; in a child process after ``fork()``
-there is nothing of the parent's to wait for. The initializer runs on each worker thread
-before it takes work (Scheduler's thread hook), as a plain thread. ``submit`` is written in C (csrc/py/executor.c): it makes
+there is nothing of the parent's to wait for. The pool starts at the executor's first use (a
+submit, a map, the scheduler property: Executor._start), as ThreadPoolExecutor starts a thread
+at a submit. The initializer runs on each worker thread before it takes work (Scheduler's
+thread hook), as a plain thread. ``submit`` is written in C (csrc/py/executor.c): it makes
 the future and the node of the call and puts the node on the pool: spawned onto the worker's
 deque inside one of the executor's own tasks (so a task that waits for a future it submitted
 joins it, and nested submits never deadlock), injected anywhere else. ``map``
@@ -191,9 +193,11 @@ class Executor(_cf.Executor):
     ``max_workers=1``, which runs one call at a time as ``ThreadPoolExecutor(1)`` does), which
     end after half a second with nothing to do (docs/api/waiting.md).
     ``thread_name_prefix`` names the threads
-    ``<prefix>_<i>`` (default ``taskgraph-<n>-w<i>``). ``initializer(*initargs)`` runs once
-    on each worker thread before that thread takes any call, as ThreadPoolExecutor runs it (the
-    constructor does not wait for it; it runs as on a plain thread: a compute or a lazy node's
+    ``<prefix>_<i>`` (default ``taskgraph-<n>-w<i>``); they start at the first use (a
+    ``submit``, a ``map``, reading ``scheduler``), as ThreadPoolExecutor's start at submits:
+    making an executor starts nothing. ``initializer(*initargs)`` runs once on each worker
+    thread before that thread takes any call, as ThreadPoolExecutor runs it (the first submit
+    does not wait for it; it runs as on a plain thread: a compute or a lazy node's
     ``result()`` in it runs on the scheduler its creator saw, never waits for this pool); if it
     raises, the error is logged (``concurrent.futures``' logger, as ThreadPoolExecutor logs
     it) and the executor is broken: ``submit`` and ``map`` raise
@@ -222,18 +226,36 @@ class Executor(_cf.Executor):
             raise TypeError(f"thread_name_prefix must be a str, got {thread_name_prefix!r:.80}")
         self._max_workers = max_workers
         self._number = next(_counter)
-        self._pool = pool = _Pool(max_workers, thread_name_prefix, initializer, tuple(initargs),
-                                  spares)
-        self._run = pool.run
+        # The pool (its Scheduler, threads and run) starts at the first use (_start), as a
+        # ThreadPoolExecutor starts a thread at a submit: until then nothing runs.
+        self._make = (max_workers, thread_name_prefix, initializer, tuple(initargs), spares)
+        self._start_lock = threading.Lock()
+        self._pool = None
+        self._run = None
         self._shutdown = False
-        fin = weakref.finalize(self, _drop, pool)
-        fin.atexit = False  # _python_exit finishes every pool
+
+    def _start(self):
+        """The executor's run, its pool started at the first call of this (a submit, a map,
+        the scheduler property); None, starting nothing, once shutdown() was called or the
+        interpreter is exiting (the caller refuses). csrc/py/executor.c's submit calls it
+        while self._run is None."""
+        with self._start_lock:
+            if self._pool is None:
+                if self._shutdown or _exiting:
+                    return None
+                pool = _Pool(*self._make)
+                fin = weakref.finalize(self, _drop, pool)
+                fin.atexit = False  # _python_exit finishes every pool
+                self._pool = pool
+                self._run = pool.run
+            return self._run
 
     @property
     def _broken(self):
         """Why the executor is broken (an initializer failed), or None (as ThreadPoolExecutor's
         attribute: CPython's tests read it)."""
-        return self._pool.broken
+        pool = self._pool
+        return pool.broken if pool is not None else None
 
     def __repr__(self):
         state = "broken" if self._broken else "shut down" if self._shutdown else "running"
@@ -242,7 +264,12 @@ class Executor(_cf.Executor):
     @property
     def scheduler(self) -> Scheduler:
         """The ``tg.Scheduler`` under this executor (its ``stats()``, ``workers``); closed by
-        ``shutdown``. Tasks called inside the executor's calls run on it."""
+        ``shutdown``. Tasks called inside the executor's calls run on it. Reading it starts the
+        executor's threads if no call did yet; ``RuntimeError`` if the executor was shut down
+        before its first use (it never had threads)."""
+        if self._pool is None and self._start() is None:
+            raise RuntimeError(f"{self!r} was shut down before its first use: it never "
+                               f"started a scheduler")
         return self._pool.sched
 
     # ------------------------------------------------------------------ submit
@@ -263,7 +290,7 @@ class Executor(_cf.Executor):
             return BrokenThreadPool(self._broken)
         if isinstance(cause, BrokenSchedulerError):
             return BrokenThreadPool(str(cause))
-        if self._pool.forked():
+        if self._pool is not None and self._pool.forked():
             return RuntimeError(f"cannot schedule new futures: {self!r} was made before fork(); "
                                 f"its threads do not exist in this child process "
                                 f"(pid {os.getpid()}): make a new Executor here")
@@ -319,8 +346,11 @@ class Executor(_cf.Executor):
         not the child's to wait for; ``submit`` there raises ``RuntimeError``). Ctrl-C while it
         waits raises ``KeyboardInterrupt`` at once; calling it again finishes the job.
         """
-        self._shutdown = True
-        pool = self._pool
+        with self._start_lock:  # a first use racing with it starts nothing after it
+            self._shutdown = True
+            pool = self._pool
+        if pool is None:  # never used: no thread to wait for
+            return
         pool.release("taskgraph.Executor.shutdown(cancel_futures=True) was called before it "
                      "started" if cancel_futures else None)
         if pool.on_own_thread():

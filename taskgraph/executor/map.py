@@ -104,7 +104,8 @@ def executor_map(ex, fn, iterables, timeout, chunksize, buffersize):
     st = _map._MapState(_catching(fn, star), star, "index", items, len(items), chunk,
                         Task(_map._run_range, name=f"map[{name}]"))
     st.out = [_NOT_YET] * st.n
-    if core.current_engine() is ex._pool.engine:  # inside one of its calls: fork-join here
+    pool = ex._pool  # None before the first use: then this is none of its calls
+    if pool is not None and core.current_engine() is pool.engine:  # inside one: fork-join here
         _map._run_range(st, 0, st.n)
         root = None
     else:
