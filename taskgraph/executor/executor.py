@@ -266,10 +266,11 @@ class Executor(_cf.Executor):
         """The ``tg.Scheduler`` under this executor (its ``stats()``, ``workers``); closed by
         ``shutdown``. Tasks called inside the executor's calls run on it. Reading it starts the
         executor's threads if no call did yet; ``RuntimeError`` if the executor was shut down
-        before its first use (it never had threads)."""
+        (or the interpreter began to exit) before its first use: it never had threads."""
         if self._pool is None and self._start() is None:
-            raise RuntimeError(f"{self!r} was shut down before its first use: it never "
-                               f"started a scheduler")
+            why = "was shut down" if self._shutdown else "saw the interpreter exiting"
+            raise RuntimeError(f"{self!r} {why} before its first use: it never started a "
+                               f"scheduler")
         return self._pool.sched
 
     # ------------------------------------------------------------------ submit
