@@ -307,6 +307,45 @@ def test_an_executor_made_before_fork_and_unused_works_in_the_child():
     assert same_on_both(unused_before_fork) == (0, "0 2")
 
 
+STARTING_AT_FORK = """
+import os, threading
+import taskgraph as tg
+from taskgraph.executor import executor as mod
+parent, entered, go = os.getpid(), threading.Event(), threading.Event()
+
+class SlowPool(mod._Pool):  # the parent's first submit is inside Executor._start at the fork
+    def __init__(self, *args):
+        if os.getpid() == parent:
+            entered.set()
+            go.wait(60)
+        super().__init__(*args)
+
+mod._Pool = SlowPool
+ex = tg.Executor(2)
+first = []
+starter = threading.Thread(target=lambda: first.append(ex.submit(abs, -1).result(timeout=60)))
+starter.start()
+entered.wait(60)
+pid = os.fork()
+if pid == 0:
+    code = 0 if ex.submit(abs, -7).result(timeout=60) == 7 else 3
+    ex.shutdown()
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+go.set()
+starter.join(60)
+print(os.waitstatus_to_exitcode(status), first, ex.submit(abs, -2).result(timeout=60))
+ex.shutdown()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_while_another_thread_starts_the_executor_leaves_it_usable_in_the_child():
+    p = subprocess.run([sys.executable, "-c", STARTING_AT_FORK], capture_output=True, text=True,
+                       timeout=HANG * 2)
+    assert (p.returncode, p.stdout.strip()) == (0, "0 [1] 2"), p.stderr[-2000:]
+
+
 # ---------------------------------------------------------------------- initializer
 def failing_initializer(cls, caplog):
     caplog.clear()

@@ -47,6 +47,7 @@ __all__ = ["Executor", "Future"]
 _counter = itertools.count()
 _pools = set()          # pools not shut down yet (strong references; see the docstring)
 _pools_lock = threading.Lock()
+_start_lock = threading.Lock()  # an executor's first use against its shutdown (Executor._start)
 _exiting = False        # the interpreter is exiting: no new work (as concurrent.futures)
 _WAIT_SLICE = 0.05      # waits for a pool's work in slices: Ctrl-C is seen at once
 _WAKE_GRACE = 1.0       # see _Pool._let_idle_workers_start
@@ -229,7 +230,6 @@ class Executor(_cf.Executor):
         # The pool (its Scheduler, threads and run) starts at the first use (_start), as a
         # ThreadPoolExecutor starts a thread at a submit: until then nothing runs.
         self._make = (max_workers, thread_name_prefix, initializer, tuple(initargs), spares)
-        self._start_lock = threading.Lock()
         self._pool = None
         self._run = None
         self._shutdown = False
@@ -239,7 +239,7 @@ class Executor(_cf.Executor):
         the scheduler property); None, starting nothing, once shutdown() was called or the
         interpreter is exiting (the caller refuses). csrc/py/executor.c's submit calls it
         while self._run is None."""
-        with self._start_lock:
+        with _start_lock:  # one for every executor: a fork() in the middle leaves none held
             if self._pool is None:
                 if self._shutdown or _exiting:
                     return None
@@ -347,7 +347,7 @@ class Executor(_cf.Executor):
         not the child's to wait for; ``submit`` there raises ``RuntimeError``). Ctrl-C while it
         waits raises ``KeyboardInterrupt`` at once; calling it again finishes the job.
         """
-        with self._start_lock:  # a first use racing with it starts nothing after it
+        with _start_lock:  # a first use racing with it starts nothing after it
             self._shutdown = True
             pool = self._pool
         if pool is None:  # never used: no thread to wait for
@@ -388,9 +388,11 @@ def _python_exit():
 
 def _after_fork_in_child():
     """In a child process after fork(): the pools' threads do not exist here (their
-    schedulers are closed, tg.Scheduler's own hook); nothing is waited for at exit."""
-    global _pools_lock
+    schedulers are closed, tg.Scheduler's own hook); nothing is waited for at exit. The locks
+    are new: a fork while another thread held one (starting an executor) leaves it held."""
+    global _pools_lock, _start_lock
     _pools_lock = threading.Lock()
+    _start_lock = threading.Lock()
     _pools.clear()
 
 
