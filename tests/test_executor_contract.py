@@ -278,18 +278,24 @@ def test_first_submits_from_several_threads_at_once_start_one_pool():
     assert same_on_both(first_submits_at_once) == (list(range(8)), True, ("returned", None))
 
 
-UNUSED_BEFORE_FORK = """
-import os, sys
-import concurrent.futures as cf
-import taskgraph as tg
-cls = {"ThreadPoolExecutor": cf.ThreadPoolExecutor, "taskgraph.Executor": tg.Executor}[sys.argv[1]]
-ex = cls(max_workers=2)
+# A script's fork: the child submits to the executor `ex` it inherited and exits 0 with the
+# right result; the parent has the child's exit status in `status`.
+CHILD_SUBMITS = """
 pid = os.fork()
 if pid == 0:
     code = 0 if ex.submit(abs, -7).result(timeout=60) == 7 else 3
     ex.shutdown()
     os._exit(code)
 _, status = os.waitpid(pid, 0)
+"""
+
+UNUSED_BEFORE_FORK = """
+import os, sys
+import concurrent.futures as cf
+import taskgraph as tg
+cls = {"ThreadPoolExecutor": cf.ThreadPoolExecutor, "taskgraph.Executor": tg.Executor}[sys.argv[1]]
+ex = cls(max_workers=2)
+""" + CHILD_SUBMITS + """
 print(os.waitstatus_to_exitcode(status), ex.submit(abs, -2).result(timeout=60))
 ex.shutdown()
 """
@@ -326,12 +332,7 @@ first = []
 starter = threading.Thread(target=lambda: first.append(ex.submit(abs, -1).result(timeout=60)))
 starter.start()
 entered.wait(60)
-pid = os.fork()
-if pid == 0:
-    code = 0 if ex.submit(abs, -7).result(timeout=60) == 7 else 3
-    ex.shutdown()
-    os._exit(code)
-_, status = os.waitpid(pid, 0)
+""" + CHILD_SUBMITS + """
 go.set()
 starter.join(60)
 print(os.waitstatus_to_exitcode(status), first, ex.submit(abs, -2).result(timeout=60))
