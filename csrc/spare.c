@@ -461,7 +461,7 @@ static int scan(tg_pool *p, int64_t now) {
             continue;
         }
         if (!judged) {
-            /* Judged next scan (a GC judges nothing, stalled stays so); computing till then */
+            /* Judged next scan; until then it counts as before (a GC pause judges nothing) */
             int still = paused && sp->streak[i] >= 2;
             fresh |= last < 0 || cpu < 0;
             stalled += still;
